@@ -1,0 +1,1 @@
+"""Bench: labelled failure cases by fault injection, and their scoring."""

@@ -1,0 +1,106 @@
+"""``memtrace inspect``: what is in some span files (traces, operations, failed evaluations)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import click
+import networkx as nx
+from rich.markup import escape
+from rich.table import Table
+
+from memtrace_otel.cli.common import (
+    files_argument,
+    load_graph,
+    print_json,
+    report_problems,
+    stdout,
+    strict_option,
+)
+from memtrace_otel.graph.query import evaluations, failed_evaluations, operations
+from memtrace_otel.semconv import Category
+from memtrace_otel.spans.model import SpanRecord
+
+__all__ = ["inspect_command", "summarize"]
+
+_PREVIEW = 60
+
+
+def _preview(text: Any) -> str:
+    if not isinstance(text, str):
+        return "" if text is None else str(text)
+    text = " ".join(text.split())
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def summarize(spans: list[SpanRecord], G: nx.DiGraph) -> dict[str, Any]:
+    """The data ``memtrace inspect`` shows, as plain JSON-able values."""
+    ops = operations(G)
+    by_category = Counter(G.nodes[n]["category"] for n in ops)
+    traces = Counter(s.trace_id for s in spans)
+    failed = []
+    for node in failed_evaluations(G):
+        data = G.nodes[node]
+        failed.append({key: data.get(key) for key in (
+            "trace_id", "span_id", "case", "question", "prediction", "gold", "score", "signal", "evidence")})
+    return {
+        "spans": len(spans),
+        "traces": len(traces),
+        "services": sorted({s.service_name for s in spans if s.service_name}),
+        "operations": len(ops),
+        "operations_by_category": {c.value: by_category.get(c.value, 0) for c in Category},
+        "variables": sum(1 for _, d in G.nodes(data=True) if d["type"] == "variable"),
+        "evaluations": len(evaluations(G)),
+        "failed_evaluations": failed,
+        "missing_traces": sorted(G.graph["missing_traces"]),
+        "content_captured": any(G.nodes[n].get("content_captured") for n in ops),
+    }
+
+
+def _print_tables(summary: dict[str, Any]) -> None:
+    stdout.print(
+        f"[bold]{summary['spans']}[/] spans in [bold]{summary['traces']}[/] traces, "
+        f"{summary['operations']} memory operations, {summary['variables']} variables, "
+        f"{summary['evaluations']} evaluations ([red]{len(summary['failed_evaluations'])} failed[/])"
+    )
+    categories = Table(title="Operations by category")
+    categories.add_column("category")
+    categories.add_column("operations", justify="right")
+    for category, count in summary["operations_by_category"].items():
+        if count:
+            categories.add_row(category, str(count))
+    stdout.print(categories)
+    if summary["failed_evaluations"]:
+        failed = Table(title="Failed evaluations")
+        failed.add_column("trace", no_wrap=True)
+        for column in ("question", "prediction", "gold", "score"):
+            failed.add_column(column, overflow="fold")
+        for row in summary["failed_evaluations"]:
+            score = row["score"]
+            failed.add_row(row["trace_id"][:8] + "…", escape(_preview(row["question"])),
+                           escape(_preview(row["prediction"])), escape(_preview(row["gold"])),
+                           "" if score is None else f"{score:.2f}")
+        stdout.print(failed)
+    if summary["missing_traces"]:
+        stdout.print(f"{len(summary['missing_traces'])} linked trace(s) were referenced but not read: "
+                     + ", ".join(summary["missing_traces"][:5]))
+    if summary["operations"] and not summary["content_captured"]:
+        stdout.print("[yellow]Spans carry no content (content capture was off): attribution will rely "
+                     "on hashes and sizes only.[/]")
+
+
+@click.command("inspect")
+@files_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@strict_option
+def inspect_command(files: tuple[str, ...], as_json: bool, strict: bool) -> None:
+    """Summarise span FILES: traces, memory operations by category, failed evaluations."""
+    result, graph, problems = load_graph(files)
+    code = report_problems(problems, strict=strict)
+    summary = summarize(result.spans, graph)
+    if as_json:
+        print_json(summary)
+    else:
+        _print_tables(summary)
+    raise SystemExit(code)

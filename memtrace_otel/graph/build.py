@@ -1,0 +1,256 @@
+"""Build the memory evolution graph from span records.
+
+The graph is a ``networkx.DiGraph`` with two kinds of node (``bipartite`` 0
+and 1, networkx's convention):
+
+* variable nodes, keyed by their id ``name@version``: ``type="variable"``,
+  ``name``, ``version``, ``kind``, ``hash``, ``size``, ``content`` (or
+  ``None``), ``deleted``;
+* operation nodes, keyed ``op:<trace_id>:<span_id>``: ``type="operation"``,
+  ``name``, ``category``, ``trace_id``, ``span_id``, ``order`` (execution
+  order), ``start``, ``status``, evaluation fields on evaluations.
+
+Edges: variable -> operation (``role="input"``), operation -> variable
+(``role="output"``), and version ``v`` -> ``v+1`` of one variable name
+(``role="version"``). Many files and traces become one graph, stitched by
+variable ids; a producer that appears only as a traceparent (its trace was
+not read) is listed in ``G.graph["missing_traces"]`` for the trace backend
+to fetch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import networkx as nx
+
+from memtrace_otel.instrument.record_lineage import parse_traceparent
+from memtrace_otel.instrument.variables import split_variable_id
+from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
+from memtrace_otel.spans.model import Problem, SpanRecord
+
+__all__ = ["ContentLookup", "build_graph", "operation_node_id"]
+
+ContentLookup = Callable[[str], "str | None"]
+"""Gives the content of a variable id when spans carry none (in-process attribution)."""
+
+_MEMORY_OPERATIONS = {
+    "create_memory": Category.EXTRACTION, "update_memory": Category.UPDATE,
+    "upsert_memory": Category.UPDATE, "delete_memory": Category.DELETION,
+    "search_memory": Category.RETRIEVAL, "retrieval": Category.RETRIEVAL,
+}
+_MAX_CYCLE_REPAIRS = 1000
+
+
+def operation_node_id(trace_id: str, span_id: str) -> str:
+    """Node key of the operation recorded by span ``span_id`` of trace ``trace_id``.
+
+    >>> operation_node_id("ab" * 16, "cd" * 8)
+    'op:abababababababababababababababab:cdcdcdcdcdcdcdcd'
+    """
+    return f"op:{trace_id}:{span_id}"
+
+
+def _strings(value: Any, key: str, span: SpanRecord, problems: list[Problem]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    problems.append(Problem(span.source, f"span {span.span_id}: {key} is not a list of strings; ignored"))
+    return []
+
+
+def _column(attributes: dict[str, Any], key: str, length: int, default: Any) -> list[Any]:
+    # Parallel arrays may be short or missing (older writers, hand-made spans): pad them.
+    value = attributes.get(key)
+    if not isinstance(value, list):
+        return [default] * length
+    return list(value[:length]) + [default] * (length - len(value))
+
+
+def _category(attributes: dict[str, Any]) -> Category | None:
+    raw = attributes.get(MemTrace.OPERATION_CATEGORY)
+    if isinstance(raw, str):
+        try:
+            return Category(raw)
+        except ValueError:
+            return Category.OTHER
+    gen_ai = attributes.get(GenAI.OPERATION_NAME)
+    return _MEMORY_OPERATIONS.get(gen_ai) if isinstance(gen_ai, str) else None
+
+
+def _operation_attributes(span: SpanRecord, category: Category) -> dict[str, Any]:
+    a = span.attributes
+    data: dict[str, Any] = {
+        "type": "operation", "bipartite": 1,
+        "name": str(a.get(MemTrace.OPERATION_NAME) or span.name), "span_name": span.name,
+        "category": category.value, "trace_id": span.trace_id, "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id, "start": span.start_time_unix_nano,
+        "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
+        "outcome": a.get(MemTrace.OPERATION_OUTCOME), "source": span.source,
+        "gen_ai_operation": a.get(GenAI.OPERATION_NAME), "store_id": a.get(GenAI.MEMORY_STORE_ID),
+        "content_captured": bool(a.get(MemTrace.CONTENT_CAPTURED, False)),
+    }
+    if MemTrace.EVALUATION_PASSED in a:
+        data.update(
+            passed=bool(a.get(MemTrace.EVALUATION_PASSED)), score=a.get(MemTrace.EVALUATION_SCORE),
+            signal=a.get(MemTrace.EVALUATION_SIGNAL), question=a.get(MemTrace.EVALUATION_QUESTION),
+            prediction=a.get(MemTrace.EVALUATION_PREDICTION), gold=a.get(MemTrace.EVALUATION_GOLD),
+            explanation=a.get(MemTrace.EVALUATION_EXPLANATION),
+            evidence=list(a.get(MemTrace.EVALUATION_EVIDENCE) or ()),
+            answer=a.get(MemTrace.EVALUATION_ANSWER), case=a.get(MemTrace.EVALUATION_CASE),
+        )
+    return data
+
+
+class _Builder:
+    """Accumulates one graph; not thread-safe (one builder per build)."""
+
+    def __init__(self, content: ContentLookup | None) -> None:
+        self.graph = nx.DiGraph(problems=[], missing_traces=set())
+        self.problems: list[Problem] = self.graph.graph["problems"]
+        self.content = content
+        self.span_ops: dict[tuple[str, str], str] = {}
+        self.wanted_producers: list[tuple[str, str, str]] = []  # (consumer op, trace, span)
+
+    def variable(self, variable_id: str, kind: Any, vhash: Any, size: Any, content: Any) -> None:
+        nodes = self.graph.nodes
+        if variable_id in nodes:
+            data = nodes[variable_id]
+            if data.get("content") is None and isinstance(content, str):
+                data["content"] = content
+            return
+        name, version = split_variable_id(variable_id)
+        if not isinstance(content, str) and self.content is not None:
+            content = self.content(variable_id)
+        self.graph.add_node(
+            variable_id, type="variable", bipartite=0, name=name, version=version,
+            kind=str(kind or "other"), hash=vhash if isinstance(vhash, str) else "",
+            size=size if isinstance(size, int) else 0, content=content if isinstance(content, str) else None,
+            deleted=False,
+        )
+
+    def add_span(self, span: SpanRecord) -> None:
+        category = _category(span.attributes)
+        if category is None:
+            return  # not a memory operation: ordinary application spans stay out of the graph
+        node = operation_node_id(span.trace_id, span.span_id)
+        self.span_ops[(span.trace_id, span.span_id)] = node
+        self.graph.add_node(node, **_operation_attributes(span, category))
+        a, problems = span.attributes, self.problems
+        inputs = _strings(a.get(MemTrace.INPUTS), MemTrace.INPUTS, span, problems)
+        outputs = _strings(a.get(MemTrace.OUTPUTS), MemTrace.OUTPUTS, span, problems)
+        self._add_side(node, inputs, a, "input", span)
+        self._add_side(node, outputs, a, "output", span)
+        for deleted in _strings(a.get(MemTrace.DELETED), MemTrace.DELETED, span, problems):
+            if deleted in self.graph:
+                self.graph.nodes[deleted]["deleted"] = True
+        self._add_steps(node, span)
+
+    def _add_side(self, node: str, ids: list[str], a: dict[str, Any], role: str, span: SpanRecord) -> None:
+        if not ids:
+            return
+        prefix = "memtrace.input." if role == "input" else "memtrace.output."
+        n = len(ids)
+        kinds = _column(a, prefix + "kinds", n, "other")
+        hashes = _column(a, prefix + "hashes", n, "")
+        sizes = _column(a, prefix + "sizes", n, 0)
+        contents = _column(a, prefix + "contents", n, None)
+        producers = _column(a, MemTrace.INPUT_PRODUCERS, n, "") if role == "input" else [""] * n
+        for variable_id, kind, vhash, size, content, producer in zip(
+            ids, kinds, hashes, sizes, contents, producers, strict=True
+        ):
+            self.variable(variable_id, kind, vhash, size, content)
+            if role == "input":
+                self.graph.add_edge(variable_id, node, role="input")
+                context = parse_traceparent(producer) if producer else None
+                if context is not None:
+                    self.wanted_producers.append((variable_id, f"{context.trace_id:032x}", f"{context.span_id:016x}"))
+            else:
+                self.graph.add_edge(node, variable_id, role="output")
+
+    def _add_steps(self, node: str, span: SpanRecord) -> None:
+        steps = [e for e in span.events if e.name == MemTraceEvent.STEP]
+        if steps:
+            self.graph.nodes[node]["steps"] = [
+                {"name": e.attributes.get(MemTraceStep.NAME, ""),
+                 "inputs": list(e.attributes.get(MemTraceStep.INPUTS) or ()),
+                 "outputs": list(e.attributes.get(MemTraceStep.OUTPUTS) or ())}
+                for e in steps
+            ]
+
+    def finish(self) -> nx.DiGraph:
+        graph = self.graph
+        for variable_id, trace_id, span_id in self.wanted_producers:
+            if graph.in_degree(variable_id) == 0 and (trace_id, span_id) not in self.span_ops:
+                graph.graph["missing_traces"].add(trace_id)
+        self._order_operations()
+        self._version_edges()
+        self._break_cycles()
+        return graph
+
+    def _order_operations(self) -> None:
+        ops = [(d["start"], d["trace_id"], d["span_id"], n) for n, d in self.graph.nodes(data=True)
+               if d["type"] == "operation"]
+        for order, (*_, node) in enumerate(sorted(ops)):
+            self.graph.nodes[node]["order"] = order
+
+    def _version_edges(self) -> None:
+        versions: dict[str, list[int]] = defaultdict(list)
+        for node, data in self.graph.nodes(data=True):
+            if data["type"] == "variable":
+                versions[data["name"]].append(data["version"])
+        for name, found in versions.items():
+            found.sort()
+            for before, after in zip(found, found[1:], strict=False):
+                self.graph.add_edge(f"{name}@{before}", f"{name}@{after}", role="version")
+
+    def _break_cycles(self) -> None:
+        # A lineage cycle means some span lied about versions; cut the edge that closes it,
+        # report it, and keep the rest usable (attribution needs a DAG).
+        for _ in range(_MAX_CYCLE_REPAIRS):
+            try:
+                cycle = nx.find_cycle(self.graph)
+            except nx.NetworkXNoCycle:
+                return
+            source, target = cycle[-1][0], cycle[-1][1]
+            op = source if source.startswith("op:") else target
+            where = self.graph.nodes[op].get("source", "?") if op in self.graph else "?"
+            self.problems.append(Problem(where, f"lineage cycle {' -> '.join(e[0] for e in cycle)}; "
+                                                f"edge {source} -> {target} dropped"))
+            self.graph.remove_edge(source, target)
+
+
+def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None) -> nx.DiGraph:
+    """The memory evolution graph of ``spans`` (any number of traces and files).
+
+    Parameters
+    ----------
+    spans:
+        Span records from any reader, or from live spans.
+    content:
+        Lookup of variable contents missing from the spans (the in-process
+        :class:`~memtrace_otel.instrument.ContentStore`'s ``get``).
+
+    Returns
+    -------
+    networkx.DiGraph
+        ``G.graph["problems"]`` lists repaired inconsistencies,
+        ``G.graph["missing_traces"]`` trace ids whose producers were referenced but not read.
+
+    Examples
+    --------
+    >>> from memtrace_otel.spans.model import SpanRecord
+    >>> span = SpanRecord("a" * 32, "b" * 16, "extract", attributes={
+    ...     "memtrace.operation.category": "extraction",
+    ...     "memtrace.inputs": ["msg:1@1"], "memtrace.outputs": ["fact:1@1"]})
+    >>> G = build_graph([span])
+    >>> sorted(G.successors("msg:1@1"))
+    ['op:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:bbbbbbbbbbbbbbbb']
+    """
+    builder = _Builder(content)
+    for span in spans:
+        builder.add_span(span)
+    return builder.finish()

@@ -1,0 +1,24 @@
+"""Instrument: memory operations become OpenTelemetry spans with variable lineage."""
+
+from memtrace_otel.instrument.operation import MemoryTracer, Operation, current_operation
+from memtrace_otel.instrument.record_lineage import (
+    format_traceparent,
+    lineage_from_metadata,
+    parse_traceparent,
+    write_lineage,
+)
+from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry, content_hash
+
+__all__ = [
+    "ContentStore",
+    "MemoryTracer",
+    "Operation",
+    "Variable",
+    "VariableRegistry",
+    "content_hash",
+    "current_operation",
+    "format_traceparent",
+    "lineage_from_metadata",
+    "parse_traceparent",
+    "write_lineage",
+]

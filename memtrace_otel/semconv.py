@@ -1,0 +1,257 @@
+"""Every span name, attribute, event and link key memtrace-otel reads or writes.
+
+The OpenTelemetry GenAI semantic conventions are used where they speak (memory
+client spans, retrieval, evaluation events); what they lack lives under
+``memtrace.``. One class per namespace, UPPER_SNAKE mirroring the dotted key,
+value sets as enums. ``docs/conventions.md`` is the prose version of this
+module, and ``tests/test_semconv.py`` keeps the two honest (no key is both a
+leaf and a prefix of another, every key here is documented there).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = [
+    "Category",
+    "EvaluationSignal",
+    "GenAI",
+    "GenAIEvent",
+    "GenAIOperation",
+    "MemTrace",
+    "MemTraceEvent",
+    "MemTraceLink",
+    "MemTraceStep",
+    "RecordMetadata",
+    "VariableKind",
+    "all_keys",
+]
+
+
+class GenAI:
+    """Keys from the OpenTelemetry GenAI semantic conventions (``gen_ai.*``)."""
+
+    OPERATION_NAME = "gen_ai.operation.name"
+    """Well-known operation name, see :class:`GenAIOperation`."""
+    PROVIDER_NAME = "gen_ai.provider.name"
+    """The memory or model provider (``mem0``, ``openai``, ...)."""
+    MEMORY_STORE_ID = "gen_ai.memory.store.id"
+    """Identifier of the memory store the operation acts on."""
+    MEMORY_RECORD_ID = "gen_ai.memory.record.id"
+    """Identifier of the one memory record a create/update/delete acts on."""
+    MEMORY_RECORD_COUNT = "gen_ai.memory.record.count"
+    """Number of records written, deleted or returned."""
+    MEMORY_QUERY_TEXT = "gen_ai.memory.query.text"
+    """Search query text (opt-in: content capture)."""
+    MEMORY_RECORDS = "gen_ai.memory.records"
+    """Records returned by a search, JSON (opt-in: content capture)."""
+    DATA_SOURCE_ID = "gen_ai.data_source.id"
+    """Identifier of the retrieval data source."""
+    RETRIEVAL_TOP_K = "gen_ai.retrieval.top_k"
+    """Number of documents asked for."""
+    RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+    """Retrieved documents, JSON (opt-in: content capture)."""
+    REQUEST_MODEL = "gen_ai.request.model"
+    """Model asked for by an LLM-backed step."""
+    USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+    """Prompt tokens spent by an LLM-backed step."""
+    USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+    """Completion tokens spent by an LLM-backed step."""
+    EVALUATION_NAME = "gen_ai.evaluation.name"
+    """Name of the evaluation metric (event attribute)."""
+    EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+    """Numeric evaluation score (event attribute)."""
+    EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+    """Human-readable verdict, ``pass`` or ``fail`` (event attribute)."""
+    EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+    """Why the evaluator decided so (event attribute)."""
+    ERROR_TYPE = "error.type"
+    """Exception class name when an operation raised."""
+
+
+class GenAIOperation(str, Enum):
+    """Values of ``gen_ai.operation.name`` used for memory and retrieval spans."""
+
+    CREATE_MEMORY = "create_memory"
+    UPDATE_MEMORY = "update_memory"
+    UPSERT_MEMORY = "upsert_memory"
+    DELETE_MEMORY = "delete_memory"
+    SEARCH_MEMORY = "search_memory"
+    RETRIEVAL = "retrieval"
+    CHAT = "chat"
+
+
+class GenAIEvent:
+    """Event names from the GenAI conventions."""
+
+    EVALUATION_RESULT = "gen_ai.evaluation.result"
+
+
+class MemTrace:
+    """``memtrace.*`` span attributes: lineage the GenAI conventions lack.
+
+    Variable descriptions are parallel arrays (``memtrace.inputs[i]`` is
+    described by ``memtrace.input.kinds[i]`` ...) rather than one event per
+    variable: one attribute write per array keeps a traced operation within
+    2x of a bare span, and arrays survive every backend (Jaeger drops link
+    attributes; it keeps span tags).
+    """
+
+    OPERATION_NAME = "memtrace.operation.name"
+    """Application-level operation name, e.g. ``mem0.extract``."""
+    OPERATION_CATEGORY = "memtrace.operation.category"
+    """One of :class:`Category`."""
+    OPERATION_OUTCOME = "memtrace.operation.outcome"
+    """Free-form outcome marker set by the application (``noop``, ``skipped``, ...)."""
+
+    INPUTS = "memtrace.inputs"
+    """Variable ids (``name@version``) the operation read."""
+    INPUT_KINDS = "memtrace.input.kinds"
+    """:class:`VariableKind` of each input."""
+    INPUT_HASHES = "memtrace.input.hashes"
+    """Content hash (16 hex chars of BLAKE2b) of each input."""
+    INPUT_SIZES = "memtrace.input.sizes"
+    """Content size in characters of each input."""
+    INPUT_PRODUCERS = "memtrace.input.producers"
+    """W3C ``traceparent`` of the span that wrote each input, ``""`` if unknown."""
+    INPUT_CONTENTS = "memtrace.input.contents"
+    """Content of each input, truncated (opt-in: content capture)."""
+
+    OUTPUTS = "memtrace.outputs"
+    """Variable ids the operation wrote (new versions for in-place changes)."""
+    OUTPUT_KINDS = "memtrace.output.kinds"
+    """:class:`VariableKind` of each output."""
+    OUTPUT_HASHES = "memtrace.output.hashes"
+    """Content hash of each output."""
+    OUTPUT_SIZES = "memtrace.output.sizes"
+    """Content size in characters of each output."""
+    OUTPUT_CONTENTS = "memtrace.output.contents"
+    """Content of each output, truncated (opt-in: content capture)."""
+    DELETED = "memtrace.deleted"
+    """Output ids that are tombstones: the unit stops existing at that version."""
+
+    CONTENT_CAPTURED = "memtrace.content.captured"
+    """Whether ``*.contents`` were recorded on this span."""
+
+    EVALUATION_PASSED = "memtrace.evaluation.passed"
+    """Verdict of an evaluation operation."""
+    EVALUATION_SCORE = "memtrace.evaluation.score"
+    """Score of an evaluation operation (F1, judge score ...)."""
+    EVALUATION_SIGNAL = "memtrace.evaluation.signal"
+    """Which failure signal the verdict rests on, see :class:`EvaluationSignal`."""
+    EVALUATION_QUESTION = "memtrace.evaluation.question"
+    """The question asked (opt-in: content capture)."""
+    EVALUATION_PREDICTION = "memtrace.evaluation.prediction"
+    """The answer judged (opt-in: content capture)."""
+    EVALUATION_GOLD = "memtrace.evaluation.gold"
+    """Gold answer or user correction (opt-in: content capture)."""
+    EVALUATION_EXPLANATION = "memtrace.evaluation.explanation"
+    """Judge explanation (opt-in: content capture)."""
+    EVALUATION_EVIDENCE = "memtrace.evaluation.evidence"
+    """Ids of the messages that hold the answer, when known."""
+    EVALUATION_ANSWER = "memtrace.evaluation.answer"
+    """Variable id of the answer that was judged."""
+    EVALUATION_CASE = "memtrace.evaluation.case"
+    """Application-chosen id of the question/case, to join with labels."""
+
+    STEP_NAMES = "memtrace.steps"
+    """Names of the operation's internal steps, in order (prompt, raw response ...)."""
+
+
+class MemTraceEvent:
+    """``memtrace.*`` event names (a separate namespace from attribute keys)."""
+
+    STEP = "memtrace.step"
+    """One internal step of an operation, described by :class:`MemTraceStep`."""
+
+
+class MemTraceStep:
+    """Attributes of a ``memtrace.step`` event."""
+
+    NAME = "memtrace.step.name"
+    """Step name (``prompt``, ``llm_response``, ``parse`` ...)."""
+    INPUTS = "memtrace.step.inputs"
+    """Variable ids the step read."""
+    OUTPUTS = "memtrace.step.outputs"
+    """Variable ids the step wrote (intermediate variables of the operation)."""
+
+
+class MemTraceLink:
+    """Attributes on the span link from a consumer to a variable's producer."""
+
+    VARIABLE = "memtrace.link.variable"
+    """The variable id that flowed along the link."""
+    ROLE = "memtrace.link.role"
+    """``input`` (the consumer read it)."""
+
+
+class RecordMetadata:
+    """Keys written into a memory record's own metadata so lineage survives storage."""
+
+    TRACEPARENT = "memtrace_traceparent"
+    """W3C traceparent of the span that wrote the record."""
+    VARIABLE = "memtrace_variable"
+    """Variable id (``name@version``) the record holds."""
+
+
+class Category(str, Enum):
+    """What role an operation plays in the memory pipeline."""
+
+    INGEST = "ingest"
+    EXTRACTION = "extraction"
+    UPDATE = "update"
+    DELETION = "deletion"
+    RETRIEVAL = "retrieval"
+    RERANK = "rerank"
+    GENERATION = "generation"
+    EVALUATION = "evaluation"
+    OTHER = "other"
+
+
+class VariableKind(str, Enum):
+    """What a variable is."""
+
+    MESSAGE = "message"
+    MEMORY_UNIT = "memory_unit"
+    STORE = "store"
+    QUERY = "query"
+    CONTEXT = "context"
+    PROMPT = "prompt"
+    RESPONSE = "response"
+    FACTS = "facts"
+    ANSWER = "answer"
+    GOLD = "gold"
+    VERDICT = "verdict"
+    OTHER = "other"
+
+
+class EvaluationSignal(str, Enum):
+    """The failure signal an evaluation rests on, from richest to poorest.
+
+    ``docs/architecture.md`` says how much each degrades attribution.
+    """
+
+    GOLD = "gold"
+    """A gold answer is known (benchmarks, labelled sets)."""
+    CORRECTION = "correction"
+    """The user corrected the answer: the correction plays the gold's role."""
+    JUDGE = "judge"
+    """An LLM or rule judge said fail, with an explanation and no gold."""
+    FEEDBACK = "feedback"
+    """Only a thumbs-down: the question is all there is."""
+
+
+def all_keys() -> list[str]:
+    """Every attribute, event and link key declared in this module.
+
+    >>> "memtrace.inputs" in all_keys()
+    True
+    """
+    keys: list[str] = []
+    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink):
+        keys.extend(
+            value
+            for name, value in vars(namespace).items()
+            if name.isupper() and isinstance(value, str)
+        )
+    return keys

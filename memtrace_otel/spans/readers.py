@@ -1,0 +1,140 @@
+"""Read span files of any supported format into :class:`SpanRecord` s.
+
+Bad input never stops a read: each problem becomes one :class:`Problem`
+naming the file, line and what is wrong, and the rest is still read.
+Duplicate spans (same trace and span id) are kept once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
+from memtrace_otel.spans.jaeger_json import records_from_jaeger
+from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.otlp_json import records_from_traces_data
+
+__all__ = ["SpanReadResult", "read_span_files", "records_from_document"]
+
+
+class SpanReadResult:
+    """Spans read from some files, and what was wrong with them."""
+
+    def __init__(self) -> None:
+        self.spans: list[SpanRecord] = []
+        self.problems: list[Problem] = []
+        self._seen: set[tuple[str, str]] = set()
+
+    def add(self, records: Iterable[SpanRecord]) -> None:
+        seen, spans = self._seen, self.spans
+        for record in records:
+            key = (record.trace_id, record.span_id)
+            if key in seen:
+                self.problems.append(Problem(record.source, f"duplicate span {record.span_id} of trace "
+                                                           f"{record.trace_id} ignored"))
+                continue
+            seen.add(key)
+            spans.append(record)
+
+
+def records_from_document(document: Any, where: str, problems: list[Problem]) -> Iterator[SpanRecord]:
+    """Spans of one parsed JSON document, OTLP or Jaeger, chosen by its shape."""
+    if isinstance(document, dict) and "data" in document and "resourceSpans" not in document:
+        return records_from_jaeger(document, where, problems)
+    return records_from_traces_data(document, where, problems)
+
+
+def _open(path: str) -> TextIO:
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def _read_lines(path: str, handle: TextIO, result: SpanReadResult) -> None:
+    problems = result.problems
+    line_number = 0
+    first_error: tuple[int, str] | None = None
+    try:
+        for line_number, line in enumerate(handle, start=1):  # noqa: B007 - used after the loop
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            try:
+                document = json.loads(line)
+            except ValueError as error:
+                if first_error is None and not result.spans:
+                    first_error = (line_number, str(error))
+                problems.append(Problem(where, f"invalid JSON ({error}); line skipped"))
+                continue
+            result.add(records_from_document(document, where, problems))
+    except (OSError, EOFError) as error:
+        problems.append(Problem(f"{path}:{line_number + 1}", f"file is truncated or unreadable: {error}"))
+
+
+def _read_file(path: str, result: SpanReadResult) -> None:
+    try:
+        with _open(path) as handle:
+            head = handle.read(1 << 16)
+            handle.seek(0)
+            if _looks_like_one_document(head):
+                _read_document(path, handle, result)
+            else:
+                _read_lines(path, handle, result)
+    except FileNotFoundError:
+        result.problems.append(Problem(path, "no such file"))
+    except IsADirectoryError:
+        result.problems.append(Problem(path, "is a directory (pass the files in it)"))
+    except (OSError, EOFError) as error:
+        result.problems.append(Problem(path, f"cannot read: {error}"))
+
+
+def _looks_like_one_document(head: str) -> bool:
+    # JSON Lines put a whole object on line one; a pretty-printed document (Jaeger's
+    # download, an /api/traces response saved with indentation) does not.
+    first = head.lstrip().split("\n", 1)[0].strip()
+    if not first.startswith("{"):
+        return False
+    try:
+        json.loads(first)
+    except ValueError:
+        return first == "{" or not first.endswith("}")
+    return False
+
+
+def _read_document(path: str, handle: TextIO, result: SpanReadResult) -> None:
+    text = handle.read()
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        line = getattr(error, "lineno", 1)
+        result.problems.append(Problem(f"{path}:{line}", f"invalid JSON document ({error}); "
+                                                         "trying it as JSON Lines"))
+        handle.seek(0)
+        _read_lines(path, handle, result)
+        return
+    result.add(records_from_document(document, f"{path}:1", result.problems))
+
+
+def read_span_files(paths: Iterable[str | os.PathLike[str]]) -> SpanReadResult:
+    """Read OTLP/JSON Lines (``.gz`` too), OTLP/JSON documents and Jaeger JSON files.
+
+    Directories are expanded to the ``.json``, ``.jsonl`` and ``.gz`` files in them.
+    """
+    result = SpanReadResult()
+    for path in _expand(paths):
+        _read_file(path, result)
+    return result
+
+
+def _expand(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
+    for raw in paths:
+        path = os.fspath(raw)
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                if name.endswith((".json", ".jsonl", ".gz")):
+                    yield os.path.join(path, name)
+        else:
+            yield path

@@ -1,0 +1,1 @@
+"""Reference memory systems (long-context, RAG, Mem0-style, episodic), instrumented, offline by default."""

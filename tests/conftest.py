@@ -1,0 +1,41 @@
+"""Shared fixtures: a real SDK pipeline per test, a clean environment, the LoCoMo data."""
+
+from __future__ import annotations
+
+import os
+
+# mem0's own telemetry stays off in tests (it would try the network).
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from memtrace_otel.config import ENV_CAPTURE_CONTENT, locomo_dir
+
+
+@pytest.fixture
+def span_exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer_provider(span_exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+def no_content_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_CAPTURE_CONTENT, raising=False)
+
+
+@pytest.fixture(scope="session")
+def locomo() -> str:
+    path = locomo_dir()
+    if not os.path.isdir(path):
+        pytest.skip(f"LoCoMo data not found at {path} (set MEMTRACE_LOCOMO_DIR)")
+    return path
