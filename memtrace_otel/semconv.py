@@ -10,7 +10,7 @@ leaf and a prefix of another, every key here is documented there).
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 __all__ = [
     "Category",
@@ -69,7 +69,7 @@ class GenAI:
     """Exception class name when an operation raised."""
 
 
-class GenAIOperation(str, Enum):
+class GenAIOperation(StrEnum):
     """Values of ``gen_ai.operation.name`` used for memory and retrieval spans."""
 
     CREATE_MEMORY = "create_memory"
@@ -194,7 +194,7 @@ class RecordMetadata:
     """Variable id (``name@version``) the record holds."""
 
 
-class Category(str, Enum):
+class Category(StrEnum):
     """What role an operation plays in the memory pipeline."""
 
     INGEST = "ingest"
@@ -208,7 +208,7 @@ class Category(str, Enum):
     OTHER = "other"
 
 
-class VariableKind(str, Enum):
+class VariableKind(StrEnum):
     """What a variable is."""
 
     MESSAGE = "message"
@@ -225,7 +225,7 @@ class VariableKind(str, Enum):
     OTHER = "other"
 
 
-class EvaluationSignal(str, Enum):
+class EvaluationSignal(StrEnum):
     """The failure signal an evaluation rests on, from richest to poorest.
 
     ``docs/architecture.md`` says how much each degrades attribution.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar
 
 import networkx as nx
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class ErrorType(str, Enum):
+class ErrorType(StrEnum):
     """The five MemTrace error types; each names the role of the faulty operation."""
 
     EXTRACTION = "ExtractionError"

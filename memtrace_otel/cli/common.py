@@ -39,7 +39,9 @@ stdout = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
 
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True))
-strict_option = click.option("--strict", is_flag=True, help="Treat any skipped or repaired input as fatal (exit 1).")
+strict_option = click.option(
+    "--strict", is_flag=True, help="Treat any skipped or repaired input as fatal (exit 1)."
+)
 
 
 def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:

@@ -26,9 +26,11 @@ def trace_subgraph(G: nx.DiGraph, trace_id: str) -> nx.DiGraph:
 @click.command("graph")
 @files_argument
 @click.option("--trace", "trace_id", help="Only the operations of this trace id (32 hex chars).")
-@click.option("--answer", "answer", help="Only the backward slice of this variable id (e.g. answer:q1@1).")
+@click.option("--answer", "answer",
+              help="Only the backward slice of this variable id (e.g. answer:q1@1).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write here, not stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write here, not stdout.")
 @strict_option
 def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | None, fmt: str,
                   output: str | None, strict: bool) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from typing import Any
 
 import networkx as nx
@@ -167,7 +168,8 @@ class _Builder:
                 self.graph.add_edge(variable_id, node, role="input")
                 context = parse_traceparent(producer) if producer else None
                 if context is not None:
-                    self.wanted_producers.append((variable_id, f"{context.trace_id:032x}", f"{context.span_id:016x}"))
+                    self.wanted_producers.append(
+                        (variable_id, f"{context.trace_id:032x}", f"{context.span_id:016x}"))
             else:
                 self.graph.add_edge(node, variable_id, role="output")
 
@@ -194,17 +196,17 @@ class _Builder:
     def _order_operations(self) -> None:
         ops = [(d["start"], d["trace_id"], d["span_id"], n) for n, d in self.graph.nodes(data=True)
                if d["type"] == "operation"]
-        for order, (*_, node) in enumerate(sorted(ops)):
-            self.graph.nodes[node]["order"] = order
+        for order, (*_, op_node) in enumerate(sorted(ops)):
+            self.graph.nodes[op_node]["order"] = order
 
     def _version_edges(self) -> None:
         versions: dict[str, list[int]] = defaultdict(list)
-        for node, data in self.graph.nodes(data=True):
+        for data in self.graph.nodes.values():
             if data["type"] == "variable":
                 versions[data["name"]].append(data["version"])
         for name, found in versions.items():
             found.sort()
-            for before, after in zip(found, found[1:], strict=False):
+            for before, after in pairwise(found):
                 self.graph.add_edge(f"{name}@{before}", f"{name}@{after}", role="version")
 
     def _break_cycles(self) -> None:

@@ -120,6 +120,10 @@ def backward_slice(G: nx.DiGraph, node: str) -> nx.DiGraph:
     return G.subgraph(keep).copy()
 
 
+def _version_edges_cost_more(u: str, v: str, data: dict[str, Any]) -> int:
+    return 3 if data.get("role") == "version" else 1
+
+
 def lineage_path(G: nx.DiGraph, source: str, target: str) -> list[str]:
     """Shortest lineage path from ``source`` to ``target``.
 
@@ -137,7 +141,9 @@ def lineage_path(G: nx.DiGraph, source: str, target: str) -> list[str]:
     _require(G, source)
     _require(G, target)
     try:
-        return nx.shortest_path(G, source, target)
+        # A version edge v -> v+1 is a shortcut past the operation that made v+1; prefer
+        # the path through the operation, and use the version edge only when none exists.
+        return nx.shortest_path(G, source, target, weight=_version_edges_cost_more)
     except nx.NetworkXNoPath as error:
         raise MemTraceGraphError(f"no lineage from {source!r} to {target!r}") from error
 

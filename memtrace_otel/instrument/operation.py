@@ -226,7 +226,9 @@ class Operation:
     async def __aenter__(self) -> Operation:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         self.__exit__(exc_type, exc, tb)
 
     @property
@@ -351,8 +353,9 @@ class Operation:
         self, name: str, content: str | None, *, kind: VariableKind | str = VariableKind.OTHER
     ) -> Variable:
         """An intermediate variable of an internal step (kept in the graph, not an output)."""
-        variable = Variable(name, self._owner.registry.next_version(name), VariableKind(kind), content,
-                            self.span_context if self._recording else None)
+        producer = self.span_context if self._recording else None
+        version = self._owner.registry.next_version(name)
+        variable = Variable(name, version, VariableKind(kind), content, producer)
         self._owner.registry.register(variable)
         self._remember_content(variable)
         self.outputs.append(variable)

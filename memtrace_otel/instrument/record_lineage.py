@@ -49,7 +49,9 @@ def parse_traceparent(value: object) -> SpanContext | None:
     return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(int(match.group(3), 16)))
 
 
-def write_lineage(metadata: MutableMapping[str, object], variable_id: str, producer: SpanContext | None) -> None:
+def write_lineage(
+    metadata: MutableMapping[str, object], variable_id: str, producer: SpanContext | None
+) -> None:
     """Record in ``metadata`` which variable a record holds and which span wrote it."""
     metadata[RecordMetadata.VARIABLE] = variable_id
     if producer is not None and producer.is_valid:

@@ -116,7 +116,11 @@ def records_from_jaeger(document: Any, where: str, problems: list[Problem]) -> I
             problems.append(Problem(where, "Jaeger trace entry is not an object"))
             continue
         processes = trace.get("processes") if isinstance(trace.get("processes"), dict) else {}
-        for raw in trace.get("spans") or ():
+        spans = trace.get("spans")
+        if not isinstance(spans, list):
+            problems.append(Problem(where, "Jaeger trace entry has no spans list"))
+            continue
+        for raw in spans:
             try:
                 if not isinstance(raw, dict):
                     raise MalformedSpan("span is not an object")

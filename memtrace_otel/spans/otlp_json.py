@@ -110,7 +110,9 @@ def _truncate_long(attributes: dict[str, Any], where: str, problems: list[Proble
             attributes[key] = value[:MAX_ATTRIBUTE_CHARS]
             problems.append(Problem(where, f"attribute {key!r} of {len(value):,} chars truncated to "
                                            f"{MAX_ATTRIBUTE_CHARS:,}"))
-        elif isinstance(value, list) and any(isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS for v in value):
+        elif isinstance(value, list) and any(
+            isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS for v in value
+        ):
             attributes[key] = [v[:MAX_ATTRIBUTE_CHARS] if isinstance(v, str) else v for v in value]
             problems.append(Problem(where, f"attribute {key!r} has an element over "
                                            f"{MAX_ATTRIBUTE_CHARS:,} chars; truncated"))
@@ -154,7 +156,9 @@ def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem]
     )
 
 
-def records_from_traces_data(document: Any, where: str, problems: list[Problem]) -> Iterator[SpanRecord]:
+def records_from_traces_data(
+    document: Any, where: str, problems: list[Problem]
+) -> Iterator[SpanRecord]:
     """Spans of one ``TracesData`` object; a malformed span is reported and skipped."""
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
         document = document["result"]  # Jaeger's /api/v3 wraps TracesData in {"result": ...}
@@ -166,15 +170,27 @@ def records_from_traces_data(document: Any, where: str, problems: list[Problem])
         if not isinstance(resource_span, dict):
             problems.append(Problem(where, "resourceSpans entry is not an object"))
             continue
-        resource = key_values((resource_span.get("resource") or {}).get("attributes"))
-        service = str(resource.get("service.name", ""))
-        for scope_span in _get(resource_span, "scopeSpans", "scope_spans") or ():
+        resource = resource_span.get("resource")
+        attributes = key_values(resource.get("attributes")) if isinstance(resource, dict) else {}
+        service = str(attributes.get("service.name", ""))
+        scope_spans = _get(resource_span, "scopeSpans", "scope_spans")
+        if not isinstance(scope_spans, list):
+            problems.append(Problem(where, "resourceSpans entry has no scopeSpans list"))
+            continue
+        for scope_span in scope_spans:
             spans = scope_span.get("spans") if isinstance(scope_span, dict) else None
-            for raw in spans or ():
-                try:
-                    if not isinstance(raw, dict):
-                        raise MalformedSpan("span is not an object")
-                    yield _span(raw, service, where, problems)
-                except (MalformedSpan, TypeError, ValueError, AttributeError) as error:
-                    name = raw.get("name", "?") if isinstance(raw, dict) else "?"
-                    problems.append(Problem(where, f"span {name!r} skipped: {error}"))
+            if not isinstance(spans, list):
+                problems.append(Problem(where, "scopeSpans entry has no spans list"))
+                continue
+            for raw in spans:
+                yield from _checked_span(raw, service, where, problems)
+
+
+def _checked_span(raw: Any, service: str, where: str, problems: list[Problem]) -> Iterator[SpanRecord]:
+    try:
+        if not isinstance(raw, dict):
+            raise MalformedSpan("span is not an object")
+        yield _span(raw, service, where, problems)
+    except (MalformedSpan, TypeError, ValueError, AttributeError, OverflowError) as error:
+        name = raw.get("name", "?") if isinstance(raw, dict) else "?"
+        problems.append(Problem(where, f"span {str(name)[:80]!r} skipped: {error}"))

@@ -58,7 +58,7 @@ def _read_lines(path: str, handle: TextIO, result: SpanReadResult) -> None:
     line_number = 0
     first_error: tuple[int, str] | None = None
     try:
-        for line_number, line in enumerate(handle, start=1):  # noqa: B007 - used after the loop
+        for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             where = f"{path}:{line_number}"
@@ -93,15 +93,10 @@ def _read_file(path: str, result: SpanReadResult) -> None:
 
 def _looks_like_one_document(head: str) -> bool:
     # JSON Lines put a whole object on line one; a pretty-printed document (Jaeger's
-    # download, an /api/traces response saved with indentation) does not.
+    # download, an /api/traces response saved with indentation) opens with a lone brace.
+    # A compact one-line document is also a valid JSON Lines file, so lines are the default.
     first = head.lstrip().split("\n", 1)[0].strip()
-    if not first.startswith("{"):
-        return False
-    try:
-        json.loads(first)
-    except ValueError:
-        return first == "{" or not first.endswith("}")
-    return False
+    return first in ("{", "[") or (first.startswith("{") and first.endswith(("{", "[", ",")))
 
 
 def _read_document(path: str, handle: TextIO, result: SpanReadResult) -> None:

@@ -1,0 +1,447 @@
+"""The offline ``lineage`` engine: follow the evidence, find where its information was lost.
+
+MemTrace's rule: the root cause is the earliest operation, in execution order,
+that is locally faulty for its own role and decisive. This engine reads that
+off the graph without a model:
+
+1. **Evidence.** The evaluation's evidence ids name message variables; without
+   them, messages are ranked against question + gold (BM25 and embeddings,
+   fused by reciprocal rank).
+2. **Information.** What the answer needed (:mod:`.presence`): the gold's
+   content tokens the evidence holds (numbers and dates exactly), or the
+   evidence's own content when there is no usable gold.
+3. **Read side** (query time, along the answer's backward slice): the first
+   operation whose inputs carry the information (for a retrieval, the store
+   does) and whose outputs towards the answer do not is to blame -- a
+   retrieval or rerank is a RetrievalError, the generation a ResponseError.
+4. **Write side** (before the question, forward from the evidence): if no
+   memory unit holds the information when the question is asked, either some
+   unit held it and the update or deletion that removed the last such unit is
+   to blame (Update/DeletionError), or none ever did, and the extraction that
+   read a carrier and wrote none is (ExtractionError).
+
+Candidates the lineage cannot separate are ordered by spectrum suspiciousness
+over the graph's other evaluations (:mod:`.spectrum`), then execution order.
+Without captured content the same walk runs on lineage alone (a variable
+derived from the evidence and not deleted counts as carrying it), with a
+lower confidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from memtrace_otel.attribution.base import (
+    Attribution,
+    Engine,
+    ErrorType,
+    FailureCase,
+    register_engine,
+)
+from memtrace_otel.attribution.index import GraphIndex, graph_index
+from memtrace_otel.attribution.presence import Information, critical_information
+from memtrace_otel.graph.query import evidence_variables
+
+__all__ = ["LineageEngine", "find_evidence"]
+
+_RANKED_EVIDENCE = 3
+_CATEGORY_TYPES = {
+    "ingest": ErrorType.EXTRACTION,
+    "extraction": ErrorType.EXTRACTION,
+    "update": ErrorType.UPDATE,
+    "deletion": ErrorType.DELETION,
+    "retrieval": ErrorType.RETRIEVAL,
+    "rerank": ErrorType.RETRIEVAL,
+    "generation": ErrorType.RESPONSE,
+}
+_WRITE_SIDE = frozenset({"ingest", "extraction", "update", "deletion", "other"})
+_NOT_CONTEXT = frozenset({"query"})
+
+
+@dataclass(slots=True)
+class Verdict:
+    """One candidate root cause, with what supports it."""
+
+    operation: str
+    error_type: ErrorType
+    why: str
+    carrier: str | None = None
+    confidence: float = 0.9
+    gold_grounded: bool = True
+    alternatives: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Case:
+    """Per-case facts shared by the walk over each evidence message."""
+
+    index: GraphIndex
+    answer: str
+    generator: str
+    query_time: int
+    answer_slice: set[str]
+    structural: bool
+
+
+class _Carrying:
+    """Presence test for one evidence message's information: content, or lineage without it."""
+
+    def __init__(self, case: _Case, evidence: str, info: Information, *, structural: bool) -> None:
+        self.case, self.evidence, self.info, self.structural = case, evidence, info, structural
+        self._descendants: set[str] | None = None
+        self._forward: tuple[list[str], list[str]] | None = None
+        self._memo: dict[str, bool] = {}
+
+    def __call__(self, variable: str) -> bool:
+        found = self._memo.get(variable)
+        if found is None:
+            found = self._memo[variable] = self._test(variable)
+        return found
+
+    def _test(self, variable: str) -> bool:
+        index = self.case.index
+        if index.data(variable).get("deleted"):
+            return False
+        if self.structural or index.content(variable) is None:
+            return variable == self.evidence or variable in self.descendants
+        return self.info.carried_by(index.tokens(variable))
+
+    def forward(self) -> tuple[list[str], list[str]]:
+        if self._forward is None:
+            self._forward = _forward(self.case, self)
+        return self._forward
+
+    @property
+    def descendants(self) -> set[str]:
+        if self._descendants is None:
+            self._descendants = nx.descendants(self.case.index.G, self.evidence)
+        return self._descendants
+
+
+def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
+    """Evidence message variables of ``case`` and whether they were given (not ranked)."""
+    given = sorted(evidence_variables(G, case.evidence))
+    if given:
+        return given, True
+    query = " ".join(filter(None, (case.question, case.gold)))
+    if not query:
+        return [], False
+    ranked = graph_index(G).message_ranker().rank(query)
+    if not ranked:
+        return [], False
+    info = critical_information(case.gold, case.question)
+    index = graph_index(G)
+    holding = [
+        m for m in ranked[:_RANKED_EVIDENCE] if info and info.coverage(index.tokens(m)) >= 0.5
+    ]
+    return (holding or ranked[:1]), False
+
+
+def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
+    """Execution order at which the question starts being answered (end of the write side)."""
+    trace = index.data(generator).get("trace_id")
+    starts = [
+        index.order(op)
+        for op in answer_slice
+        if index.data(op).get("type") == "operation"
+        and index.category(op) in ("retrieval", "rerank", "generation")
+        and index.data(op).get("trace_id") == trace
+    ]
+    return min(starts, default=index.order(generator))
+
+
+def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
+    """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
+    index = case.index
+    alive = _alive_carrier(case, carries)
+    chain = sorted(
+        (
+            op
+            for op in case.answer_slice
+            if index.data(op).get("type") == "operation" and index.order(op) >= case.query_time
+        ),
+        key=index.order,
+    )
+    for op in chain:
+        inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT]
+        carrier = next((v for v in inputs if carries(v)), None)
+        if carrier is None and index.category(op) == "retrieval" and alive is not None:
+            carrier = alive
+        if carrier is None:
+            continue
+        outputs = [v for v in index.outputs(op) if v in case.answer_slice or v == case.answer]
+        if any(carries(v) for v in outputs):
+            continue
+        return _read_verdict(index, op, carrier)
+    if alive is not None:
+        first = next((op for op in chain if index.category(op) == "retrieval"), case.generator)
+        return _read_verdict(index, first, alive)
+    if carries(case.answer):
+        return Verdict(
+            case.generator,
+            ErrorType.RESPONSE,
+            "the answer holds the information, yet failed",
+            case.answer,
+        )
+    return None
+
+
+def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
+    category = index.category(op)
+    if category == "generation":
+        return Verdict(
+            op, ErrorType.RESPONSE, f"its context {carrier} held the information", carrier
+        )
+    return Verdict(
+        op,
+        ErrorType.RETRIEVAL,
+        f"{carrier} held the information but the retrieved context does not",
+        carrier,
+    )
+
+
+def _forward(case: _Case, carries: _Carrying) -> tuple[list[str], list[str]]:
+    """Write-side walk from the evidence: carrying variables reached, and ops that dropped it.
+
+    Only operations before the question count; an op that read a carrier and
+    wrote no carrier is a drop.
+    """
+    index = case.index
+    seen_vars, seen_ops = {carries.evidence}, set()
+    queue = deque([carries.evidence])
+    carriers, drops = [], []
+    while queue:
+        variable = queue.popleft()
+        carriers.append(variable)
+        for op in index.readers(variable):
+            if op in seen_ops or index.order(op) >= case.query_time:
+                continue
+            seen_ops.add(op)
+            written = [v for v in index.outputs(op) if carries(v)]
+            if not written and index.category(op) in _WRITE_SIDE:
+                drops.append(op)
+            for v in written:
+                if v not in seen_vars:
+                    seen_vars.add(v)
+                    queue.append(v)
+    return carriers, drops
+
+
+def _alive_carrier(case: _Case, carries: _Carrying) -> str | None:
+    """A memory variable that carries the information and is current when the question is asked."""
+    index = case.index
+    carriers, _ = carries.forward()
+    for variable in carriers:
+        if not index.is_stored(variable):
+            continue
+        current = index.state_at(index.data(variable)["name"], case.query_time)
+        if current is not None and carries(current):
+            return current
+    return None
+
+
+def _losses(case: _Case, carriers: list[str], carries: _Carrying) -> list[tuple[str, str, str]]:
+    """(op, before, after) for each stored carrier whose next version no longer carries."""
+    index = case.index
+    found = []
+    for variable in carriers:
+        if not index.is_stored(variable):
+            continue
+        versions = index.versions(index.data(variable)["name"])
+        later = versions[versions.index(variable) + 1 :]
+        for after in later:
+            producer = index.producer(after)
+            if producer is None or index.order(producer) >= case.query_time:
+                break
+            if not carries(after):
+                found.append((producer, variable, after))
+                break
+    return found
+
+
+def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
+    index = case.index
+    carriers, drops = carries.forward()
+    losses = _losses(case, carriers, carries)
+    if losses:
+        losses.sort(key=lambda item: index.order(item[0]))
+        op, before, after = losses[-1]
+        deleted = index.data(after).get("deleted") or index.category(op) == "deletion"
+        kind = ErrorType.DELETION if deleted else ErrorType.UPDATE
+        verb = "deleted" if deleted else "overwrote"
+        return Verdict(
+            op,
+            kind,
+            f"it {verb} {before}, the last memory unit holding the information",
+            before,
+            alternatives=[item[0] for item in losses[:-1]],
+        )
+    if any(index.is_stored(v) for v in carriers):
+        return None
+    candidates = sorted(drops, key=index.order)
+    if not candidates:
+        return None
+    return Verdict(
+        candidates[0],
+        ErrorType.EXTRACTION,
+        f"it read {_last_carrier_read(index, candidates[0], carries)} but wrote nothing that "
+        "holds the information, and no memory unit ever did",
+        carries.evidence,
+        alternatives=candidates[1:],
+    )
+
+
+def _last_carrier_read(index: GraphIndex, op: str, carries: _Carrying) -> str:
+    return next((v for v in index.inputs(op) if carries(v)), carries.evidence)
+
+
+def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
+    """The verdict for one evidence message's information."""
+    index = case.index
+    content = index.content(evidence)
+    info = critical_information(failure.gold, failure.question, content if content else None)
+    structural = case.structural or not info
+    carries = _Carrying(case, evidence, info, structural=structural)
+    verdict = _read_side(case, carries) or _write_side(case, carries)
+    if verdict is None:
+        return None
+    verdict.gold_grounded = info.source == "gold" and not structural
+    if structural:
+        verdict.confidence = 0.35
+    elif info.source != "gold":
+        verdict.confidence = 0.7
+    return verdict
+
+
+def _choose(case: _Case, verdicts: list[Verdict]) -> Verdict | None:
+    """One verdict of the per-evidence ones: grounded, non-response, suspicious, early first."""
+    if not verdicts:
+        return None
+    pool = [v for v in verdicts if v.gold_grounded] or verdicts
+    pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
+    operations = list(dict.fromkeys(v.operation for v in pool))
+    if len(operations) == 1:
+        return pool[0]
+    scores = case.index.ochiai()
+    best = min(
+        pool, key=lambda v: (-round(scores.get(v.operation, 0.0), 6), case.index.order(v.operation))
+    )
+    best.confidence *= 0.8
+    best.alternatives = [op for op in operations if op != best.operation]
+    return best
+
+
+def _fallback(case: _Case) -> Verdict:
+    """No evidence to follow: the most suspicious operation on the answer's slice, by spectrum."""
+    index = case.index
+    scores = index.ochiai()
+    ops = [n for n in case.answer_slice if index.data(n).get("type") == "operation"] or [
+        case.generator
+    ]
+    op = min(ops, key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n)))
+    kind = _CATEGORY_TYPES.get(index.category(op), ErrorType.RESPONSE)
+    return Verdict(
+        op,
+        kind,
+        "no evidence could be located; chosen by spectrum suspiciousness only",
+        confidence=0.15,
+        gold_grounded=False,
+    )
+
+
+def _lost(failure: FailureCase, evidence: list[str]) -> str:
+    if failure.gold:
+        gold = " ".join(failure.gold.split())
+        return repr(gold if len(gold) <= 60 else gold[:57] + "...")
+    return f"the content of {', '.join(evidence) or 'the evidence'}"
+
+
+def _evidence_path(
+    G: nx.DiGraph, evidence: list[str], verdict: Verdict, failure: FailureCase
+) -> list[str]:
+    """Variables and operations from the evidence through the blamed op to the failed verdict."""
+    path: list[str] = []
+    start = evidence[0] if evidence else None
+    waypoint = verdict.carrier if verdict.carrier in G else None
+    for source, target in ((start, waypoint), (waypoint or start, verdict.operation)):
+        if source is None or target is None:
+            continue
+        try:
+            segment = nx.shortest_path(G, source, target)
+        except nx.NetworkXNoPath:
+            segment = [source, target]
+        path.extend(n for n in segment if not path or n != path[-1])
+    if not path or path[-1] != verdict.operation:
+        path.append(verdict.operation)
+    if failure.answer in G:
+        with contextlib.suppress(nx.NetworkXNoPath):
+            path.extend(nx.shortest_path(G, verdict.operation, failure.answer)[1:])
+    path.append(failure.evaluation)
+    return list(dict.fromkeys(path))
+
+
+class LineageEngine(Engine):
+    """Offline, deterministic root-cause attribution by information presence along lineage.
+
+    Parameters
+    ----------
+    use_embeddings:
+        Rank evidence with the offline embedding model as well as BM25 when
+        the evaluation names no evidence (lexical only when ``False``).
+    """
+
+    name = "lineage"
+
+    def __init__(self, *, use_embeddings: bool = True) -> None:
+        self.use_embeddings = use_embeddings
+
+    def attribute(self, G: nx.DiGraph, case: FailureCase) -> Attribution:
+        started = time.perf_counter()
+        result = Attribution(engine=self.name, case=case)
+        try:
+            self._attribute(G, case, result)
+        except Exception as error:  # one bad case must not stop a batch
+            result.failure_reason = f"{type(error).__name__}: {error}"
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _attribute(self, G: nx.DiGraph, failure: FailureCase, result: Attribution) -> None:
+        index = graph_index(G)
+        answer = failure.answer
+        generator = index.producer(answer) if answer in G else None
+        if answer is None or generator is None:
+            result.failure_reason = "the evaluation names no answer variable with a producer"
+            return
+        answer_slice = nx.ancestors(G, answer)
+        case = _Case(
+            index,
+            answer,
+            generator,
+            _query_time(index, generator, answer_slice),
+            answer_slice,
+            structural=not index.has_content,
+        )
+        evidence, given = find_evidence(G, failure)
+        verdict = _choose(
+            case, [v for e in evidence if (v := _trace(case, failure, e)) is not None]
+        )
+        if verdict is None:
+            verdict = _fallback(case)
+        elif not given:
+            verdict.confidence *= 0.85
+        result.blame(G, verdict.operation)
+        result.error_type = verdict.error_type
+        result.confidence = round(verdict.confidence, 3)
+        result.evidence_path = _evidence_path(G, evidence, verdict, failure)
+        result.explanation = (
+            f"{result.operation_name} ({result.category}) lost {_lost(failure, evidence)}: "
+            f"{verdict.why}."
+        )
+
+
+register_engine("lineage", LineageEngine)

@@ -1,0 +1,61 @@
+"""RAG: messages chunked (three turns a chunk), embedded, retrieved top-k.
+
+``rag.index_chunk`` (extraction) turns a chunk of messages into one stored
+unit; ``rag.retrieve`` ranks units by embedding similarity plus a lexical
+bonus. Chunks are never updated or deleted, so UpdateError and DeletionError
+do not apply.
+"""
+
+from __future__ import annotations
+
+from memtrace_otel.attribution.base import ErrorType
+from memtrace_otel.instrument import Variable
+from memtrace_otel.semconv import Category, GenAI, GenAIOperation
+from memtrace_otel.systems.base import MemorySystem, Unit
+from memtrace_otel.systems.interfaces import Sentence
+from memtrace_otel.systems.locomo import Session, Turn
+from memtrace_otel.systems.text import sentences
+
+__all__ = ["RAGSystem"]
+
+
+class RAGSystem(MemorySystem):
+    name = "rag"
+    applicable = (ErrorType.EXTRACTION, ErrorType.RETRIEVAL, ErrorType.RESPONSE)
+    not_applicable = {
+        ErrorType.UPDATE.value: "chunks are written once and never updated",
+        ErrorType.DELETION.value: "chunks are never deleted",
+    }
+    chunk_turns = 3
+    top_k = 5
+
+    def _ingest_session(self, session: Session) -> None:
+        turns = session.turns
+        for start in range(0, len(turns), self.chunk_turns):
+            self._index(turns[start:start + self.chunk_turns])
+
+    def _index(self, chunk: list[Turn]) -> None:
+        with self.tracer.operation("rag.index_chunk", Category.EXTRACTION,
+                                   gen_ai_operation=GenAIOperation.CREATE_MEMORY.value,
+                                   store_id=self.name) as op:
+            parts: list[Sentence] = []
+            for turn in chunk:
+                self.read_message(op, turn)
+                parts.extend(Sentence(turn.dia_id, turn.speaker, turn.date, s) for s in sentences(turn.text))
+            if self.faulted(ErrorType.EXTRACTION) and self.fault.sentence in parts:  # type: ignore[union-attr]
+                # The fault: the chunker loses the sentence that carries the answer.
+                self.mark_fault(op)
+                parts = self.drop_critical(parts)
+            self.store_unit(op, self.new_unit_name("chunk"), parts)
+
+    def _retrieve(self, query: Variable, question: str, case_id: str) -> tuple[list[Unit], Variable]:
+        with self.tracer.operation("rag.retrieve", Category.RETRIEVAL,
+                                   gen_ai_operation=GenAIOperation.RETRIEVAL.value,
+                                   store_id=self.name) as op:
+            op.span.set_attribute(GenAI.RETRIEVAL_TOP_K, self.top_k)
+            op.read(query)
+            ranked = self.rank_units(question, list(self.state.units.values()))
+            chosen = self.omit_critical(op, ranked, self.top_k)
+            for unit in chosen:
+                self.read_unit(op, unit)
+            return chosen, self.write_context(op, case_id, chosen)

@@ -1,0 +1,213 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from memtrace_otel import Category, MemoryTracer, VariableKind, current_operation
+from memtrace_otel.config import ENV_CAPTURE_CONTENT, content_capture_from_env
+from memtrace_otel.instrument.record_lineage import format_traceparent
+from memtrace_otel.semconv import GenAI, GenAIEvent, MemTrace, MemTraceLink
+
+
+def _by_name(exporter: InMemorySpanExporter) -> dict[str, object]:
+    return {s.attributes[MemTrace.OPERATION_NAME]: s for s in exporter.get_finished_spans()
+            if MemTrace.OPERATION_NAME in s.attributes}
+
+
+def test_operation_records_lineage_and_link(tracer_provider, span_exporter, no_content_env) -> None:
+    mt = MemoryTracer(tracer_provider)
+    with mt.operation("ingest", Category.INGEST) as op:
+        message = op.write("msg:D1:1", "I live in Paris", kind=VariableKind.MESSAGE)
+        producer = op.span_context
+    with mt.operation("extract", Category.EXTRACTION) as op:
+        op.read(message)
+        op.read("instructions", content="extract facts", kind="prompt")
+        fact = op.write("mem:1", "lives in Paris", kind=VariableKind.MEMORY_UNIT)
+    spans = _by_name(span_exporter)
+    extract = spans["extract"]
+    assert list(extract.attributes[MemTrace.INPUTS]) == ["msg:D1:1@1", "instructions@1"]
+    assert list(extract.attributes[MemTrace.OUTPUTS]) == [fact.id] == ["mem:1@1"]
+    assert list(extract.attributes[MemTrace.INPUT_KINDS]) == ["message", "prompt"]
+    assert list(extract.attributes[MemTrace.INPUT_PRODUCERS]) == [format_traceparent(producer), ""]
+    assert extract.attributes[MemTrace.OPERATION_CATEGORY] == "extraction"
+    # Content capture is off by default: sizes and hashes only.
+    assert MemTrace.OUTPUT_CONTENTS not in extract.attributes
+    assert extract.attributes[MemTrace.CONTENT_CAPTURED] is False
+    assert list(extract.attributes[MemTrace.INPUT_SIZES]) == [15, 13]
+    (link,) = extract.links
+    assert link.context.span_id == producer.span_id
+    assert link.attributes[MemTraceLink.VARIABLE] == "msg:D1:1@1"
+    # ... but the in-process content store keeps what never leaves the process.
+    assert mt.contents.get("mem:1@1") == "lives in Paris"
+
+
+def test_content_capture_from_env_and_truncation(tracer_provider, span_exporter, monkeypatch) -> None:
+    monkeypatch.setenv(ENV_CAPTURE_CONTENT, "true")
+    mt = MemoryTracer(tracer_provider, content_max_chars=5)
+    with mt.operation("w", Category.OTHER) as op:
+        op.write("x", "0123456789")
+    (span,) = span_exporter.get_finished_spans()
+    assert list(span.attributes[MemTrace.OUTPUT_CONTENTS]) == ["01234"]
+    assert list(span.attributes[MemTrace.OUTPUT_SIZES]) == [10]
+
+
+def test_invalid_capture_value_warns_once_and_means_no_content(monkeypatch, caplog) -> None:
+    monkeypatch.setenv(ENV_CAPTURE_CONTENT, "maybe-later")
+    with caplog.at_level(logging.WARNING):
+        assert content_capture_from_env().value == "no_content"
+        assert content_capture_from_env().value == "no_content"
+    assert sum(ENV_CAPTURE_CONTENT in r.getMessage() for r in caplog.records) <= 1
+
+
+def test_update_and_delete_make_versions(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    with mt.operation("add", Category.EXTRACTION, gen_ai_operation="create_memory", store_id="s1") as op:
+        unit = op.write("mem:a", "likes tea", kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("upd", Category.UPDATE, gen_ai_operation="update_memory", store_id="s1") as op:
+        newer = op.update(unit, "likes coffee")
+    with mt.operation("del", Category.DELETION, gen_ai_operation="delete_memory", store_id="s1") as op:
+        gone = op.delete(newer)
+    assert (newer.id, gone.id, gone.deleted) == ("mem:a@2", "mem:a@3", True)
+    spans = _by_name(span_exporter)
+    assert spans["upd"].name == "update_memory s1"
+    assert spans["upd"].kind == trace.SpanKind.CLIENT
+    assert spans["upd"].attributes[GenAI.OPERATION_NAME] == "update_memory"
+    assert list(spans["upd"].attributes[MemTrace.INPUTS]) == ["mem:a@1"]
+    assert list(spans["del"].attributes[MemTrace.DELETED]) == ["mem:a@3"]
+
+
+def test_exception_marks_error_and_is_reraised(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider)
+    with pytest.raises(KeyError), mt.operation("boom", Category.RETRIEVAL) as op:
+        op.write("ctx", "partial")
+        raise KeyError("missing index")
+    (span,) = span_exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes[GenAI.ERROR_TYPE] == "KeyError"
+    assert list(span.attributes[MemTrace.OUTPUTS]) == ["ctx@1"]
+    assert current_operation() is None
+
+
+def test_evaluation_records_verdict_and_genai_event(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        answer = op.read("answer:q1", content="Rome", kind="answer")
+        op.record_evaluation(False, score=0.0, question="Where?", prediction="Rome", gold="Paris",
+                             evidence=["D1:1"], answer=answer, case_id="q1")
+    (span,) = span_exporter.get_finished_spans()
+    assert span.attributes[MemTrace.EVALUATION_PASSED] is False
+    assert span.attributes[MemTrace.EVALUATION_GOLD] == "Paris"
+    assert list(span.attributes[MemTrace.EVALUATION_EVIDENCE]) == ["D1:1"]
+    assert span.attributes[MemTrace.EVALUATION_ANSWER] == "answer:q1@1"
+    (event,) = [e for e in span.events if e.name == GenAIEvent.EVALUATION_RESULT]
+    assert event.attributes[GenAI.EVALUATION_SCORE_LABEL] == "fail"
+    assert event.attributes[GenAI.EVALUATION_SCORE_VALUE] == 0.0
+
+
+def test_evaluation_without_capture_keeps_text_off_the_span(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider, capture_content=False)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.record_evaluation(False, question="Where?", gold="Paris", explanation="wrong city")
+    (span,) = span_exporter.get_finished_spans()
+    assert MemTrace.EVALUATION_GOLD not in span.attributes
+    assert all(GenAI.EVALUATION_EXPLANATION not in e.attributes for e in span.events)
+
+
+def test_record_metadata_carries_lineage_across_traces(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider)
+    tracer = tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("ingestion trace"), mt.operation("store", Category.EXTRACTION) as op:
+        unit = op.write("mem:k", "a fact", kind=VariableKind.MEMORY_UNIT)
+        metadata = op.lineage_metadata(unit, {"user_id": "u1"})
+        writer = op.span_context
+    fresh = MemoryTracer(tracer_provider)  # another process knows nothing but the record
+    with tracer.start_as_current_span("query trace"), fresh.operation("search", Category.RETRIEVAL) as op:
+        read = op.read_record(metadata, content="a fact")
+        reader = op.span_context
+    assert metadata["user_id"] == "u1" and read.id == "mem:k@1"
+    assert reader.trace_id != writer.trace_id
+    (search,) = [s for s in span_exporter.get_finished_spans() if s.name == "search"]
+    assert search.links[0].context.trace_id == writer.trace_id
+    assert search.links[0].context.span_id == writer.span_id
+
+
+def test_read_record_without_lineage_needs_a_name(tracer_provider) -> None:
+    mt = MemoryTracer(tracer_provider)
+    with mt.operation("search", Category.RETRIEVAL) as op:
+        with pytest.raises(ValueError, match="no memtrace lineage"):
+            op.read_record({"other": 1})
+        assert op.read_record({}, name="legacy", content="x").id == "legacy@1"
+
+
+def test_non_recording_tracing_is_cheap_and_harmless() -> None:
+    mt = MemoryTracer(trace.NoOpTracerProvider())
+    with mt.operation("x", Category.EXTRACTION) as op:
+        variable = op.write("mem:z", "content")
+        op.record_evaluation(True)
+        assert not op.span.is_recording()
+    assert variable.producer is None
+    assert len(mt.contents) == 0
+
+
+def test_decorator_sync_and_async_parents(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider)
+
+    @mt.traced("inner", Category.RETRIEVAL)
+    def inner() -> str:
+        op = current_operation()
+        assert op is not None and op.name == "inner"
+        return "ok"
+
+    @mt.traced("outer_async", Category.GENERATION)
+    async def outer(n: int) -> list[str]:
+        return [inner() for _ in range(n)]
+
+    async def many() -> list[list[str]]:
+        return await asyncio.gather(*(outer(2) for _ in range(3)))
+
+    assert asyncio.run(many()) == [["ok", "ok"]] * 3
+    spans = span_exporter.get_finished_spans()
+    outers = {s.context.span_id for s in spans if s.name == "outer_async"}
+    inners = [s for s in spans if s.name == "inner"]
+    assert len(outers) == 3 and len(inners) == 6
+    for span in inners:
+        assert span.parent.span_id in outers
+    # each outer has exactly its own two children: tasks did not leak context into each other
+    children = [s.parent.span_id for s in inners]
+    assert all(children.count(parent) == 2 for parent in outers)
+
+
+def test_threads_keep_their_own_current_operation(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider)
+    both_open = threading.Barrier(2)
+    errors: list[str] = []
+
+    def worker(name: str) -> None:
+        with mt.operation(name, Category.OTHER):
+            both_open.wait(timeout=10)  # both operations are open at once
+            with mt.operation(f"{name}.child", Category.OTHER):
+                current = current_operation()
+                if current is None or current.name != f"{name}.child":
+                    errors.append(name)
+
+    threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    spans = {s.name: s for s in span_exporter.get_finished_spans()}
+    for i in range(2):
+        assert spans[f"t{i}.child"].parent.span_id == spans[f"t{i}"].context.span_id
+
+
+def test_constructor_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        MemoryTracer(TracerProvider(), content_max_chars=0)
