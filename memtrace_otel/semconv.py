@@ -90,11 +90,11 @@ class GenAIEvent:
 class MemTrace:
     """``memtrace.*`` span attributes: lineage the GenAI conventions lack.
 
-    Variable descriptions are parallel arrays (``memtrace.inputs[i]`` is
-    described by ``memtrace.input.kinds[i]`` ...) rather than one event per
-    variable: one attribute write per array keeps a traced operation within
-    2x of a bare span, and arrays survive every backend (Jaeger drops link
-    attributes; it keeps span tags).
+    Each variable is described once, by the span that wrote it (or, for an
+    external input, the first span that read it), as one compact descriptor
+    string: the SDK validates every attribute element by element, so three
+    arrays instead of a dozen keep a traced operation within 2x of a bare span.
+    Arrays survive every backend (Jaeger drops link attributes, keeps tags).
     """
 
     OPERATION_NAME = "memtrace.operation.name"
@@ -106,32 +106,15 @@ class MemTrace:
 
     INPUTS = "memtrace.inputs"
     """Variable ids (``name@version``) the operation read."""
-    INPUT_KINDS = "memtrace.input.kinds"
-    """:class:`VariableKind` of each input."""
-    INPUT_HASHES = "memtrace.input.hashes"
-    """Content hash (16 hex chars of BLAKE2b) of each input."""
-    INPUT_SIZES = "memtrace.input.sizes"
-    """Content size in characters of each input."""
-    INPUT_PRODUCERS = "memtrace.input.producers"
-    """W3C ``traceparent`` of the span that wrote each input, ``""`` if unknown."""
-    INPUT_CONTENTS = "memtrace.input.contents"
-    """Content of each input, truncated (opt-in: content capture)."""
-
     OUTPUTS = "memtrace.outputs"
     """Variable ids the operation wrote (new versions for in-place changes)."""
-    OUTPUT_KINDS = "memtrace.output.kinds"
-    """:class:`VariableKind` of each output."""
-    OUTPUT_HASHES = "memtrace.output.hashes"
-    """Content hash of each output."""
-    OUTPUT_SIZES = "memtrace.output.sizes"
-    """Content size in characters of each output."""
-    OUTPUT_CONTENTS = "memtrace.output.contents"
-    """Content of each output, truncated (opt-in: content capture)."""
+    VARIABLES = "memtrace.variables"
+    """Descriptors ``"<kind> <size> <hash> <id>"`` of the variables this span describes:
+    its outputs, and the inputs no traced operation wrote (external inputs)."""
+    VARIABLE_CONTENTS = "memtrace.variable.contents"
+    """Contents parallel to ``memtrace.variables``, truncated (opt-in: content capture)."""
     DELETED = "memtrace.deleted"
     """Output ids that are tombstones: the unit stops existing at that version."""
-
-    CONTENT_CAPTURED = "memtrace.content.captured"
-    """Whether ``*.contents`` were recorded on this span."""
 
     EVALUATION_PASSED = "memtrace.evaluation.passed"
     """Verdict of an evaluation operation."""
@@ -180,9 +163,7 @@ class MemTraceLink:
     """Attributes on the span link from a consumer to a variable's producer."""
 
     VARIABLE = "memtrace.link.variable"
-    """The variable id that flowed along the link."""
-    ROLE = "memtrace.link.role"
-    """``input`` (the consumer read it)."""
+    """The variable id that flowed along the link (the consumer read it)."""
 
 
 class RecordMetadata:

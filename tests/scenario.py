@@ -49,5 +49,6 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
                 op.read(answer)
                 passed = answer.content == gold
                 op.record_evaluation(passed, score=float(passed), question=question,
-                                     prediction=answer.content, gold=gold, evidence=[evidence], answer=answer, case_id=case)
+                                     prediction=answer.content, gold=gold, evidence=[evidence],
+                                     answer=answer, case_id=case)
     return mt

@@ -12,13 +12,14 @@ from opentelemetry.trace import StatusCode
 
 from memtrace_otel import Category, MemoryTracer, VariableKind, current_operation
 from memtrace_otel.config import ENV_CAPTURE_CONTENT, content_capture_from_env
-from memtrace_otel.instrument.record_lineage import format_traceparent
+from memtrace_otel.instrument import content_hash
+from memtrace_otel.instrument.operation import parse_descriptor
 from memtrace_otel.semconv import GenAI, GenAIEvent, MemTrace, MemTraceLink
 
 
 def _by_name(exporter: InMemorySpanExporter) -> dict[str, object]:
-    return {s.attributes[MemTrace.OPERATION_NAME]: s for s in exporter.get_finished_spans()
-            if MemTrace.OPERATION_NAME in s.attributes}
+    return {s.attributes.get(MemTrace.OPERATION_NAME, s.name): s for s in exporter.get_finished_spans()
+            if MemTrace.OPERATION_CATEGORY in s.attributes}
 
 
 def test_operation_records_lineage_and_link(tracer_provider, span_exporter, no_content_env) -> None:
@@ -34,13 +35,14 @@ def test_operation_records_lineage_and_link(tracer_provider, span_exporter, no_c
     extract = spans["extract"]
     assert list(extract.attributes[MemTrace.INPUTS]) == ["msg:D1:1@1", "instructions@1"]
     assert list(extract.attributes[MemTrace.OUTPUTS]) == [fact.id] == ["mem:1@1"]
-    assert list(extract.attributes[MemTrace.INPUT_KINDS]) == ["message", "prompt"]
-    assert list(extract.attributes[MemTrace.INPUT_PRODUCERS]) == [format_traceparent(producer), ""]
     assert extract.attributes[MemTrace.OPERATION_CATEGORY] == "extraction"
-    # Content capture is off by default: sizes and hashes only.
-    assert MemTrace.OUTPUT_CONTENTS not in extract.attributes
-    assert extract.attributes[MemTrace.CONTENT_CAPTURED] is False
-    assert list(extract.attributes[MemTrace.INPUT_SIZES]) == [15, 13]
+    # The external input (no producer) and the output are described here; the message was
+    # described by its producer. Content capture is off by default: kinds, sizes and hashes only.
+    assert list(extract.attributes[MemTrace.VARIABLES]) == [
+        f"prompt 13 {content_hash('extract facts')} instructions@1",
+        f"memory_unit 14 {content_hash('lives in Paris')} mem:1@1",
+    ]
+    assert MemTrace.VARIABLE_CONTENTS not in extract.attributes
     (link,) = extract.links
     assert link.context.span_id == producer.span_id
     assert link.attributes[MemTraceLink.VARIABLE] == "msg:D1:1@1"
@@ -54,8 +56,8 @@ def test_content_capture_from_env_and_truncation(tracer_provider, span_exporter,
     with mt.operation("w", Category.OTHER) as op:
         op.write("x", "0123456789")
     (span,) = span_exporter.get_finished_spans()
-    assert list(span.attributes[MemTrace.OUTPUT_CONTENTS]) == ["01234"]
-    assert list(span.attributes[MemTrace.OUTPUT_SIZES]) == [10]
+    assert list(span.attributes[MemTrace.VARIABLE_CONTENTS]) == ["01234"]
+    assert parse_descriptor(span.attributes[MemTrace.VARIABLES][0])[2] == 10
 
 
 def test_invalid_capture_value_warns_once_and_means_no_content(monkeypatch, caplog) -> None:

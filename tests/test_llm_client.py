@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from openai_server import Reply, ScriptedOpenAIServer
 from opentelemetry import context as otel_context
 
 from memtrace_otel.attribution.llm_client import (
@@ -20,6 +19,8 @@ from memtrace_otel.attribution.llm_client import (
     suppress_instrumentation,
 )
 from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
+
+from openai_server import Reply, ScriptedOpenAIServer
 
 USER = [{"role": "user", "content": "hello"}]
 
@@ -91,9 +92,8 @@ def test_server_error_is_retried_and_client_error_is_not() -> None:
 
 
 def test_a_body_that_is_not_json_becomes_an_llm_error() -> None:
-    with ScriptedOpenAIServer([Reply.broken(), Reply.broken(), Reply.broken()]) as server:
-        with pytest.raises(LLMError):
-            client_for(server).chat(USER)
+    with ScriptedOpenAIServer([Reply.broken()] * 3) as server, pytest.raises(LLMError):
+        client_for(server).chat(USER)
 
 
 def test_chat_parsed_retries_malformed_output_with_the_problem() -> None:
@@ -103,7 +103,8 @@ def test_chat_parsed_retries_malformed_output_with_the_problem() -> None:
     replies = [Reply.text("{oops}", usage=(10, 2)), Reply.json({"a": 1}, usage=(12, 3))]
     charged: list[int] = []
     with ScriptedOpenAIServer(replies) as server:
-        value = client_for(server).chat_parsed(USER, parse, on_result=lambda r: charged.append(r.input_tokens))
+        client = client_for(server)
+        value = client.chat_parsed(USER, parse, on_result=lambda r: charged.append(r.input_tokens))
         correction = server.requests[1]["messages"][-1]["content"]
     assert value == {"a": 1}
     assert charged == [10, 12]

@@ -12,15 +12,17 @@ are filled idempotently (a race computes the same value twice).
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import networkx as nx
 
 from memtrace_otel.attribution.evidence import DocumentRanker
-from memtrace_otel.attribution.presence import tokenize
+from memtrace_otel.attribution.presence import split_lines, tokenize
 from memtrace_otel.attribution.spectrum import ochiai_scores
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
@@ -28,6 +30,10 @@ __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 STORED_KINDS = frozenset({"memory_unit", "store"})
 """Variable kinds that are memory: what a later question can be answered from."""
 _READ_SIDE = frozenset({"retrieval", "rerank"})
+_NOT_STORED = frozenset(
+    {"message", "query", "answer", "prompt", "response", "facts", "verdict", "context", "gold"}
+)
+_SPECIFIC_MESSAGES = 3
 
 _lock = threading.Lock()
 _cache: weakref.WeakKeyDictionary[nx.DiGraph, GraphIndex] = weakref.WeakKeyDictionary()
@@ -51,6 +57,10 @@ class GraphIndex:
         self.G = G
         self.signature = (G.number_of_nodes(), G.number_of_edges())
         self._tokens: dict[str, frozenset[str]] = {}
+        self._lines: dict[str, list[frozenset[str]]] = {}
+        self._postings: dict[str, set[str]] | None = None
+        self._message_count = 0
+        self._message_postings: dict[str, set[str]] | None = None
         self._versions: dict[str, list[str]] | None = None
         self._retrieved_names: set[str] | None = None
         self._ranker: DocumentRanker | None = None
@@ -77,6 +87,14 @@ class GraphIndex:
         if found is None:
             found = tokenize(self.content(variable))
             self._tokens[variable] = found
+        return found
+
+    def lines(self, variable: str) -> list[frozenset[str]]:
+        """Token sets of the lines of a variable's content (one per stored sentence)."""
+        found = self._lines.get(variable)
+        if found is None:
+            found = [tokenize(line) for line in split_lines(self.content(variable))]
+            self._lines[variable] = found
         return found
 
     def producer(self, variable: str) -> str | None:
@@ -143,6 +161,52 @@ class GraphIndex:
             if self.produced_at(variable) < when:
                 current = variable
         return current
+
+    def stored_variables(self) -> dict[str, set[str]]:
+        """Inverted index: token -> stored variables (every version) whose content has it."""
+        if self._postings is None:
+            postings: dict[str, set[str]] = defaultdict(set)
+            for node, d in self.G.nodes(data=True):
+                if d.get("type") == "variable" and d.get("content") and self.is_stored(node):
+                    for token in self.tokens(node):
+                        postings[token].add(node)
+            self._postings = postings
+        return self._postings
+
+    def candidates(self, tokens: list[str]) -> set[str]:
+        """Stored variables holding any of ``tokens``: the only ones that can carry them."""
+        postings = self.stored_variables()
+        found: set[str] = set()
+        for token in tokens:
+            found |= postings.get(token, set())
+        return found
+
+    # -- message statistics -----------------------------------------------
+    def _messages(self) -> dict[str, set[str]]:
+        if self._message_postings is None:
+            postings: dict[str, set[str]] = defaultdict(set)
+            count = 0
+            for node, d in self.G.nodes(data=True):
+                if d.get("type") == "variable" and d.get("kind") == "message" and d.get("content"):
+                    count += 1
+                    for token in self.tokens(node):
+                        postings[token].add(node)
+            self._message_count = count
+            self._message_postings = postings
+        return self._message_postings
+
+    def idf(self, token: str) -> float:
+        """Inverse document frequency of ``token`` over the message variables (smoothed)."""
+        df = len(self._messages().get(token, ()))
+        return math.log(1 + (self._message_count + 1) / (df + 0.5))
+
+    def specific(self, tokens: Iterable[str]) -> bool:
+        """Whether so few messages hold all of ``tokens`` together that they identify a fact."""
+        postings = self._messages()
+        sets = [postings.get(t, set()) for t in tokens]
+        if not sets:
+            return False
+        return len(set.intersection(*sets)) <= _SPECIFIC_MESSAGES
 
     # -- graph-wide rankings ------------------------------------------------
     def message_ranker(self) -> DocumentRanker:

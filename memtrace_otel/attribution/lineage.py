@@ -61,6 +61,7 @@ _CATEGORY_TYPES = {
 }
 _WRITE_SIDE = frozenset({"ingest", "extraction", "update", "deletion", "other"})
 _NOT_CONTEXT = frozenset({"query"})
+_EXTRACTION_ROLES = {"extraction": 0, "ingest": 1}
 
 
 @dataclass(slots=True)
@@ -109,12 +110,36 @@ class _Carrying:
             return False
         if self.structural or index.content(variable) is None:
             return variable == self.evidence or variable in self.descendants
-        return self.info.carried_by(index.tokens(variable))
+        if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
+            return True
+        # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
+        # so a truncated variable carries what its producer read.
+        if len(index.content(variable) or "") < int(index.data(variable).get("size") or 0):
+            producer = index.producer(variable)
+            return producer is not None and any(self(v) for v in index.inputs(producer))
+        return False
 
     def forward(self) -> tuple[list[str], list[str]]:
         if self._forward is None:
             self._forward = _forward(self.case, self)
         return self._forward
+
+    def stored(self) -> list[str]:
+        """Memory variables (any version, written before the question) that carry the information.
+
+        Searched store-wide, not only downstream of the evidence: a unit that
+        came from another message saying the same thing (a deduplicated
+        fact) counts too.
+        """
+        index, when = self.case.index, self.case.query_time
+        if self.structural:
+            pool = [v for v in self.forward()[0] if index.is_stored(v)]
+        else:
+            weights = self.info.gold or self.info.sentence
+            keys = sorted(weights, key=lambda t: -weights[t])[:4]
+            pool = list(index.candidates(keys))
+        found = [v for v in pool if index.produced_at(v) < when and self(v)]
+        return sorted(found, key=lambda v: (index.produced_at(v), v))
 
     @property
     def descendants(self) -> set[str]:
@@ -126,8 +151,10 @@ class _Carrying:
 def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
     """Evidence message variables of ``case`` and whether they were given (not ranked)."""
     given = sorted(evidence_variables(G, case.evidence))
-    if given:
-        return given, True
+    # Other variables may be named after the turn too (facts:D1:3); the message is the evidence.
+    messages = [v for v in given if G.nodes[v].get("kind") == "message" or v.startswith("msg:")]
+    if messages or given:
+        return messages or given, True
     query = " ".join(filter(None, (case.question, case.gold)))
     if not query:
         return [], False
@@ -136,9 +163,8 @@ def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
         return [], False
     info = critical_information(case.gold, case.question)
     index = graph_index(G)
-    holding = [
-        m for m in ranked[:_RANKED_EVIDENCE] if info and info.coverage(index.tokens(m)) >= 0.5
-    ]
+    holding = [m for m in ranked[:_RANKED_EVIDENCE]
+               if info.carried_by(index.tokens(m), threshold=0.5)]
     return (holding or ranked[:1]), False
 
 
@@ -235,65 +261,64 @@ def _forward(case: _Case, carries: _Carrying) -> tuple[list[str], list[str]]:
 def _alive_carrier(case: _Case, carries: _Carrying) -> str | None:
     """A memory variable that carries the information and is current when the question is asked."""
     index = case.index
-    carriers, _ = carries.forward()
-    for variable in carriers:
-        if not index.is_stored(variable):
-            continue
+    for variable in carries.stored():
         current = index.state_at(index.data(variable)["name"], case.query_time)
         if current is not None and carries(current):
             return current
     return None
 
 
-def _losses(case: _Case, carriers: list[str], carries: _Carrying) -> list[tuple[str, str, str]]:
+def _losses(case: _Case, carries: _Carrying) -> list[tuple[str, str, str]]:
     """(op, before, after) for each stored carrier whose next version no longer carries."""
     index = case.index
     found = []
-    for variable in carriers:
-        if not index.is_stored(variable):
-            continue
+    for variable in carries.stored():
         versions = index.versions(index.data(variable)["name"])
-        later = versions[versions.index(variable) + 1 :]
-        for after in later:
-            producer = index.producer(after)
-            if producer is None or index.order(producer) >= case.query_time:
-                break
-            if not carries(after):
-                found.append((producer, variable, after))
-                break
+        position = versions.index(variable)
+        if position + 1 >= len(versions):
+            continue
+        after = versions[position + 1]
+        producer = index.producer(after)
+        if producer is not None and index.order(producer) < case.query_time and not carries(after):
+            found.append((producer, variable, after))
     return found
 
 
+def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
+    # The error type names the role of the faulty operation; a tombstone written by an
+    # update-role op (a window trim) is still an update error.
+    category = index.category(op)
+    if category == "deletion":
+        return ErrorType.DELETION
+    if category == "update":
+        return ErrorType.UPDATE
+    return ErrorType.DELETION if index.data(after).get("deleted") else ErrorType.UPDATE
+
+
 def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
+    """Blame before the question: the last loss of a stored carrier, or the extraction that never
+    stored one."""
     index = case.index
-    carriers, drops = carries.forward()
-    losses = _losses(case, carriers, carries)
+    losses = _losses(case, carries)
     if losses:
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
-        deleted = index.data(after).get("deleted") or index.category(op) == "deletion"
-        kind = ErrorType.DELETION if deleted else ErrorType.UPDATE
-        verb = "deleted" if deleted else "overwrote"
-        return Verdict(
-            op,
-            kind,
-            f"it {verb} {before}, the last memory unit holding the information",
-            before,
-            alternatives=[item[0] for item in losses[:-1]],
-        )
-    if any(index.is_stored(v) for v in carriers):
+        kind = _loss_type(index, op, after)
+        verb = "deleted" if index.data(after).get("deleted") else "overwrote"
+        why = f"it {verb} {before}, the last memory unit holding the information"
+        return Verdict(op, kind, why, before, alternatives=[item[0] for item in losses[:-1]])
+    if carries.stored():
         return None
-    candidates = sorted(drops, key=index.order)
+    _, drops = carries.forward()
+    # Extraction is a role: among ops that read the fact and wrote none of it, those whose job is
+    # to carry content into memory come first (a boundary detector writes no content by design).
+    candidates = sorted(drops, key=lambda op: (_EXTRACTION_ROLES.get(index.category(op), 2),
+                                               index.order(op)))
     if not candidates:
         return None
-    return Verdict(
-        candidates[0],
-        ErrorType.EXTRACTION,
-        f"it read {_last_carrier_read(index, candidates[0], carries)} but wrote nothing that "
-        "holds the information, and no memory unit ever did",
-        carries.evidence,
-        alternatives=candidates[1:],
-    )
+    read = _last_carrier_read(index, candidates[0], carries)
+    why = f"it read {read} but wrote nothing that holds the information, and no memory unit ever did"
+    return Verdict(candidates[0], ErrorType.EXTRACTION, why, read, alternatives=candidates[1:])
 
 
 def _last_carrier_read(index: GraphIndex, op: str, carries: _Carrying) -> str:
@@ -304,7 +329,8 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
     """The verdict for one evidence message's information."""
     index = case.index
     content = index.content(evidence)
-    info = critical_information(failure.gold, failure.question, content if content else None)
+    info = critical_information(failure.gold, failure.question, content if content else None,
+                                idf=index.idf, specific=index.specific)
     structural = case.structural or not info
     carries = _Carrying(case, evidence, info, structural=structural)
     verdict = _read_side(case, carries) or _write_side(case, carries)

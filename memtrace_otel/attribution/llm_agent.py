@@ -59,6 +59,8 @@ __all__ = ["AGENT_TOOLS", "LLMAgentEngine"]
 
 _BUDGET_EXHAUSTED = "token budget exhausted"
 _WORD = re.compile(r"[a-z0-9]+")
+_WRITE_PATH = frozenset({"ingest", "extraction", "update", "deletion"})
+_QUERY_SIDE = frozenset({"query", "context", "answer"})
 
 AGENT_RULES = ROOT_CAUSE_RULES + """
 You investigate with tools. expand(variable_id) shows the operations that wrote and read a \
@@ -103,6 +105,7 @@ class _Walk:
     lives: set[str] = field(default_factory=set)
     units: set[str] = field(default_factory=set)
     guard_used: bool = False
+    query_side: bool = False
     notes: list[str] = field(default_factory=list)
     final: dict[str, Any] | None = None
 
@@ -113,6 +116,12 @@ class _Walk:
     def push(self, variables: list[str], limit: int) -> None:
         """Add to the frontier; over ``limit``, keep the answer's ancestry, then the earliest."""
         pool = {v for v in (*self.frontier, *variables) if v not in self.expanded}
+        if not pool and not self.query_side:
+            # The evidence's lineage ended without reaching the answer (e.g. the unit holding it
+            # was never retrieved): go on from the answer's query side (query, context, answer).
+            self.query_side = True
+            pool = {v for v in self.ancestry if v not in self.expanded
+                    and self.G.nodes[v].get("kind") in _QUERY_SIDE}
         ranked = sorted(pool, key=lambda v: (v not in self.ancestry, self.created(v)))[:limit]
         self.frontier = sorted(ranked, key=self.created)
 
@@ -145,7 +154,9 @@ class LLMAgentEngine(LLMEngineBase):
                  **options: Any) -> None:
         super().__init__(**options)
         if min(max_steps, max_frontier, max_readers, max_malformed, history_turns) < 1:
-            raise ValueError("max_steps, max_frontier, max_readers, max_malformed and history_turns must be >= 1")
+            raise ValueError(
+                "max_steps, max_frontier, max_readers, max_malformed and history_turns must be >= 1"
+            )
         self.max_steps = max_steps
         self.max_frontier = max_frontier
         self.max_readers = max_readers
@@ -260,8 +271,7 @@ class LLMAgentEngine(LLMEngineBase):
             raise MalformedOutput(f"unknown variable id {str(variable)[:60]!r}")
         producer = producer_of(G, variable)
         readers = sorted(
-            (op for op in G.successors(variable) if G.nodes[op].get("type") == "operation"
-             and candidate_operations(G, op) and G.nodes[op].get("order", 0) < walk.before),
+            (op for op in G.successors(variable) if self._relevant(walk, op)),
             key=lambda op: (op not in walk.ancestry, G.nodes[op].get("order", 0)),
         )[: self.max_readers]
         ops = [op for op in ([producer] if producer else []) + readers if candidate_operations(G, op)]
@@ -273,11 +283,30 @@ class LLMAgentEngine(LLMEngineBase):
             walk.frontier.remove(variable)
         if variable not in walk.expanded:
             walk.expanded.append(variable)
-        downstream = [v for op in readers for v in G.successors(op) if G.nodes[v].get("type") == "variable"]
+        downstream = [v for op in readers for v in G.successors(op) if self._worth_following(walk, v)]
         later = [v for v in G.successors(variable) if G.nodes[v].get("type") == "variable"]
         walk.push(downstream + later, self.max_frontier)
         self._note_units(walk, ops)
         return "\n".join(parts) or f"{variable}: no operation wrote or read it"
+
+    @staticmethod
+    def _relevant(walk: _Walk, op: str) -> bool:
+        """Readers worth showing: on the answer's lineage, or writes that may lose the information.
+
+        Other questions' retrievals and answers also read the store; they are dead ends.
+        """
+        G = walk.G
+        if G.nodes[op].get("type") != "operation" or not candidate_operations(G, op):
+            return False
+        if G.nodes[op].get("order", 0) >= walk.before:
+            return False
+        return op in walk.ancestry or G.nodes[op].get("category") in _WRITE_PATH
+
+    @staticmethod
+    def _worth_following(walk: _Walk, variable: str) -> bool:
+        data = walk.G.nodes[variable]
+        return data.get("type") == "variable" and (
+            variable in walk.ancestry or data.get("kind") in ("memory_unit", "store"))
 
     def _life(self, walk: _Walk, variable: str) -> list[str]:
         data = walk.G.nodes[variable]

@@ -14,6 +14,7 @@ the never-raise wrapper.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -118,10 +119,8 @@ def evidence_path(G: nx.DiGraph, starts: Iterable[str], op: str, answer: str | N
             continue
     path = path or [op]
     if answer and answer in G:
-        try:
+        with contextlib.suppress(MemTraceGraphError):
             path += lineage_path(G, op, answer)[1:]
-        except MemTraceGraphError:
-            pass
     return path
 
 

@@ -216,9 +216,11 @@ class LLMClient:
             try:
                 import openai
             except ImportError as error:
-                raise LLMError("the openai package is not installed (pip install memtrace-otel[openai])") from error
+                raise LLMError("the openai package is not installed "
+                               "(pip install memtrace-otel[openai])") from error
             if self.api_key is None:
-                raise LLMError(f"no OpenAI endpoint configured: set {ENV_OPENAI_BASE_URL} or {ENV_OPENAI_API_KEY}")
+                raise LLMError(f"no OpenAI endpoint configured: set {ENV_OPENAI_BASE_URL} "
+                               f"or {ENV_OPENAI_API_KEY}")
             options: dict[str, Any] = {"api_key": self.api_key, "timeout": self.timeout, "max_retries": 0}
             if self.base_url:
                 options["base_url"] = self.base_url

@@ -4,13 +4,13 @@ The lineage engine follows the evidence of a failed answer through the graph
 and asks, for each variable on the way, whether it still carries what the
 answer needed. "What the answer needed" is a weighted set of normalised
 tokens (:class:`Information`): the gold answer's content words that the
-evidence message holds (numbers, dates and names weigh more and must match
-exactly), or, when there is no gold or the gold is not literally in the
-evidence, the evidence message's own content words.
+evidence message holds (numbers, dates and names weigh more; numbers must
+match exactly), together with the evidence sentence that states it, so that
+a date every line of a session shares does not count as the fact itself.
 
 >>> info = critical_information("7 May 2023", "When did Caroline go to the group?",
 ...                             "[8 May 2023] Caroline: I went to the group on 7 May 2023")
->>> sorted(info.weights)
+>>> sorted(info.gold)
 ['2023', '7', 'may']
 >>> info.carried_by(tokenize("Caroline joined on 7 May 2023"))
 True
@@ -21,14 +21,14 @@ False
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
     "STOPWORDS",
     "Information",
     "critical_information",
-    "signature_information",
+    "split_lines",
     "tokenize",
 ]
 
@@ -89,7 +89,7 @@ _MONTH_NAMES = frozenset(_MONTHS.values()) | {"may"}
 # Tokens that decide an answer on their own ("7 May", "3 kids", "Boston") and so must match exactly.
 _SALIENT_WEIGHT = 2.0
 _WORD_WEIGHT = 1.0
-_CARRY_THRESHOLD = 0.6
+_CARRY_THRESHOLD = 0.8
 
 
 def _stem(word: str) -> str:
@@ -135,57 +135,145 @@ def _salient(text: str) -> set[str]:
     return found
 
 
+_LONG_LINE = 400
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_SHARE = 0.5
+_SPECIFIC_SENTENCE_SHARE = 0.3
+
+
+def split_lines(text: str | None) -> list[str]:
+    """Lines of ``text``; long lines (paragraphs) are cut into sentences.
+
+    >>> split_lines("one line. Two sentences.")
+    ['one line. Two sentences.']
+    """
+    if not text:
+        return []
+    lines = []
+    for line in text.splitlines():
+        if len(line) > _LONG_LINE:
+            lines.extend(p for p in _SENTENCE_END.split(line) if p.strip())
+        elif line.strip():
+            lines.append(line)
+    return lines
+
+
+def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
+
+
 @dataclass(slots=True, frozen=True)
 class Information:
-    """A weighted token set standing for one piece of critical information.
+    """One piece of critical information: the gold part and the sentence that states it.
 
-    ``exact`` tokens (numbers, dates) must all be present for a text to carry it.
+    ``gold`` weighs the gold answer's tokens the evidence holds (``exact``
+    ones, numbers, must all be present); ``sentence`` weighs the tokens of the
+    evidence sentence that states it (IDF weights, so a date prefix or a
+    speaker name every line shares counts little). A text carries the
+    information when it has the gold part and a line close to the sentence;
+    a ``specific`` gold part (rare in the conversation) needs less of the
+    sentence, so a paraphrasing extractor still counts as carrying it.
     """
 
-    weights: dict[str, float] = field(default_factory=dict)
+    gold: dict[str, float] = field(default_factory=dict)
     exact: frozenset[str] = frozenset()
+    sentence: dict[str, float] = field(default_factory=dict)
+    specific: bool = False
     source: str = "gold"
 
     def __bool__(self) -> bool:
-        return bool(self.weights)
+        return bool(self.gold or self.sentence)
 
-    def coverage(self, tokens: Iterable[str]) -> float:
-        """Weighted share of the information present in ``tokens`` (0 when it is empty)."""
-        total = sum(self.weights.values())
-        if not total:
-            return 0.0
-        have = tokens if isinstance(tokens, (set, frozenset)) else set(tokens)
-        return sum(w for t, w in self.weights.items() if t in have) / total
+    @property
+    def weights(self) -> dict[str, float]:
+        return self.gold or self.sentence
+
+    def coverage(self, tokens: frozenset[str]) -> float:
+        """Weighted share of the gold part (the sentence part without gold) in ``tokens``."""
+        return _share(self.weights, tokens)
+
+    def gold_in(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
+        if not self.gold:
+            return True
+        return self.exact <= tokens and _share(self.gold, tokens) >= threshold
 
     def carried_by(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
-        """Whether a text with ``tokens`` still carries this information."""
-        if not self.weights or not self.exact <= tokens:
-            return False
-        return self.coverage(tokens) >= threshold
+        """Whether one text (as one line) with ``tokens`` carries this information."""
+        return self.carried_by_lines(tokens, [tokens], threshold=threshold)
 
-    def restricted_to(self, tokens: frozenset[str]) -> Information:
-        """The part of this information that ``tokens`` (an evidence message) holds."""
-        kept = {t: w for t, w in self.weights.items() if t in tokens}
-        return Information(kept, self.exact & frozenset(kept), self.source)
+    def carried_by_lines(
+        self,
+        tokens: frozenset[str],
+        lines: Iterable[frozenset[str]],
+        *,
+        threshold: float = _CARRY_THRESHOLD,
+    ) -> bool:
+        """Whether a text with (all) ``tokens`` and these ``lines`` carries this information."""
+        if not self or not self.gold_in(tokens, threshold=threshold):
+            return False
+        if not self.sentence:
+            return True
+        for line in lines:
+            share = _share(self.sentence, line)
+            if share >= _SENTENCE_SHARE:
+                return True
+            if self.specific and share >= _SPECIFIC_SENTENCE_SHARE and self.gold_in(line):
+                return True
+        return False
 
 
 def critical_information(
-    gold: str | None, question: str | None, evidence: str | None = None
+    gold: str | None,
+    question: str | None,
+    evidence: str | None = None,
+    *,
+    idf: Callable[[str], float] | None = None,
+    specific: Callable[[Iterable[str]], bool] | None = None,
 ) -> Information:
-    """What a correct answer needed: the gold's content tokens not already in the question.
+    """What a correct answer needed, located in ``evidence`` when it is given.
 
-    With ``evidence`` given, the gold tokens it holds; if it holds none (or there
-    is no gold), the evidence's own content tokens instead.
+    The gold part is the gold's content tokens not already in the question
+    (restricted to those the evidence holds); the sentence part is the
+    evidence sentence that best holds the gold and matches the question.
+    ``idf`` weighs sentence tokens; ``specific`` says whether gold tokens are
+    rare enough to identify the fact alone.
     """
     asked = tokenize(question)
     gold_info = _gold_information(gold, asked)
     if evidence is None:
         return gold_info
-    evidence_tokens = tokenize(evidence)
-    restricted = gold_info.restricted_to(evidence_tokens)
-    if restricted:
-        return restricted
-    return signature_information(evidence, asked)
+    gold_part = {t: w for t, w in gold_info.gold.items() if t in tokenize(evidence)}
+    weigh = idf or (lambda _t: 1.0)
+    line = _critical_sentence(evidence, gold_part, asked, weigh)
+    sentence = {t: weigh(t) for t in tokenize(line)}
+    return Information(
+        gold_part,
+        gold_info.exact & frozenset(gold_part),
+        sentence,
+        bool(gold_part) and (specific(gold_part) if specific else True),
+        "gold" if gold_part else "evidence",
+    )
+
+
+def _critical_sentence(
+    evidence: str, gold: dict[str, float], asked: frozenset[str], weigh: Callable[[str], float]
+) -> str:
+    """The evidence sentence that states the fact: most of the question's and gold's rare words.
+
+    IDF weighting matters: a date header holds the gold of a "when" question
+    but so does every sentence of that session; the question's rare words
+    ("conference", "museum") single out the sentence.
+    """
+    sentences = [s for line in evidence.splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
+    if len(sentences) <= 1:
+        return evidence
+
+    def score(sentence: str) -> float:
+        tokens = tokenize(sentence)
+        return sum(weigh(t) for t in tokens if t in asked or t in gold)
+
+    return max(sentences, key=score)
 
 
 def _gold_information(gold: str | None, asked: frozenset[str]) -> Information:
@@ -198,19 +286,4 @@ def _gold_information(gold: str | None, asked: frozenset[str]) -> Information:
         if t not in asked
     }
     exact = frozenset(t for t in weights if t.isdigit())
-    return Information(weights, exact, "gold")
-
-
-def signature_information(text: str | None, asked: frozenset[str] = frozenset()) -> Information:
-    """The content tokens of ``text`` as information (used when no gold locates the fact).
-
-    >>> info = signature_information("Melanie painted a lake sunrise", tokenize("What did Mel paint?"))
-    >>> sorted(info.weights)
-    ['lake', 'melanie', 'sunrise']
-    """
-    tokens = tokenize(text)
-    salient = _salient(text or "")
-    weights = {
-        t: (_SALIENT_WEIGHT if t in salient else _WORD_WEIGHT) for t in tokens if t not in asked
-    }
-    return Information(weights, frozenset(), "evidence")
+    return Information(weights, exact, source="gold", specific=bool(weights))

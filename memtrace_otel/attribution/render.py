@@ -38,8 +38,11 @@ __all__ = [
 _DEFAULT_CHARS = 240
 _DEFAULT_VARS = 6
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an the of to in on at is was were be did do does what when who where how which "
-                  "and or for with by from that this it as has have had i you he she they".split())
+_STOP = frozenset({
+    "a", "an", "the", "of", "to", "in", "on", "at", "is", "was", "were", "be", "did", "do",
+    "does", "what", "when", "who", "where", "how", "which", "and", "or", "for", "with", "by",
+    "from", "that", "this", "it", "as", "has", "have", "had", "i", "you", "he", "she", "they"
+})
 _WRITE_PATH = frozenset({"ingest", "extraction", "update", "deletion"})
 
 

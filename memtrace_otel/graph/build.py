@@ -27,7 +27,7 @@ from typing import Any
 
 import networkx as nx
 
-from memtrace_otel.instrument.record_lineage import parse_traceparent
+from memtrace_otel.instrument.operation import parse_descriptor
 from memtrace_otel.instrument.variables import split_variable_id
 from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanRecord
@@ -92,7 +92,7 @@ def _operation_attributes(span: SpanRecord, category: Category) -> dict[str, Any
         "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
         "outcome": a.get(MemTrace.OPERATION_OUTCOME), "source": span.source,
         "gen_ai_operation": a.get(GenAI.OPERATION_NAME), "store_id": a.get(GenAI.MEMORY_STORE_ID),
-        "content_captured": bool(a.get(MemTrace.CONTENT_CAPTURED, False)),
+        "content_captured": MemTrace.VARIABLE_CONTENTS in a,
     }
     if MemTrace.EVALUATION_PASSED in a:
         data.update(
@@ -113,65 +113,52 @@ class _Builder:
         self.graph = nx.DiGraph(problems=[], missing_traces=set())
         self.problems: list[Problem] = self.graph.graph["problems"]
         self.content = content
-        self.span_ops: dict[tuple[str, str], str] = {}
-        self.wanted_producers: list[tuple[str, str, str]] = []  # (consumer op, trace, span)
+        self.span_ops: set[tuple[str, str]] = set()
+        self.links: list[tuple[str, str]] = []  # producers the operations linked to
 
-    def variable(self, variable_id: str, kind: Any, vhash: Any, size: Any, content: Any) -> None:
-        nodes = self.graph.nodes
-        if variable_id in nodes:
-            data = nodes[variable_id]
-            if data.get("content") is None and isinstance(content, str):
-                data["content"] = content
+    def touch(self, variable_id: str) -> None:
+        if variable_id not in self.graph:
+            name, version = split_variable_id(variable_id)
+            self.graph.add_node(variable_id, type="variable", bipartite=0, name=name, version=version,
+                                kind="other", hash="", size=0, content=None, deleted=False)
+
+    def describe(self, descriptor: Any, content: Any, span: SpanRecord) -> None:
+        parsed = parse_descriptor(descriptor)
+        if parsed is None:
+            self.problems.append(Problem(span.source, f"span {span.span_id}: malformed "
+                                                      f"{MemTrace.VARIABLES} entry {str(descriptor)[:80]!r}"))
             return
-        name, version = split_variable_id(variable_id)
-        if not isinstance(content, str) and self.content is not None:
-            content = self.content(variable_id)
-        self.graph.add_node(
-            variable_id, type="variable", bipartite=0, name=name, version=version,
-            kind=str(kind or "other"), hash=vhash if isinstance(vhash, str) else "",
-            size=size if isinstance(size, int) else 0, content=content if isinstance(content, str) else None,
-            deleted=False,
-        )
+        variable_id, kind, size, digest = parsed
+        self.touch(variable_id)
+        data = self.graph.nodes[variable_id]
+        if not data["hash"]:
+            data.update(kind=kind, size=size, hash=digest)
+        if data["content"] is None and isinstance(content, str):
+            data["content"] = content
 
     def add_span(self, span: SpanRecord) -> None:
         category = _category(span.attributes)
         if category is None:
             return  # not a memory operation: ordinary application spans stay out of the graph
         node = operation_node_id(span.trace_id, span.span_id)
-        self.span_ops[(span.trace_id, span.span_id)] = node
-        self.graph.add_node(node, **_operation_attributes(span, category))
-        a, problems = span.attributes, self.problems
-        inputs = _strings(a.get(MemTrace.INPUTS), MemTrace.INPUTS, span, problems)
-        outputs = _strings(a.get(MemTrace.OUTPUTS), MemTrace.OUTPUTS, span, problems)
-        self._add_side(node, inputs, a, "input", span)
-        self._add_side(node, outputs, a, "output", span)
+        self.span_ops.add((span.trace_id, span.span_id))
+        a, problems, graph = span.attributes, self.problems, self.graph
+        graph.add_node(node, **_operation_attributes(span, category))
+        for variable_id in _strings(a.get(MemTrace.INPUTS), MemTrace.INPUTS, span, problems):
+            self.touch(variable_id)
+            graph.add_edge(variable_id, node, role="input")
+        for variable_id in _strings(a.get(MemTrace.OUTPUTS), MemTrace.OUTPUTS, span, problems):
+            self.touch(variable_id)
+            graph.add_edge(node, variable_id, role="output")
+        descriptors = _strings(a.get(MemTrace.VARIABLES), MemTrace.VARIABLES, span, problems)
+        contents = _column(a, MemTrace.VARIABLE_CONTENTS, len(descriptors), None)
+        for descriptor, content in zip(descriptors, contents, strict=True):
+            self.describe(descriptor, content, span)
         for deleted in _strings(a.get(MemTrace.DELETED), MemTrace.DELETED, span, problems):
-            if deleted in self.graph:
-                self.graph.nodes[deleted]["deleted"] = True
+            if deleted in graph:
+                graph.nodes[deleted]["deleted"] = True
+        self.links.extend((link.trace_id, link.span_id) for link in span.links)
         self._add_steps(node, span)
-
-    def _add_side(self, node: str, ids: list[str], a: dict[str, Any], role: str, span: SpanRecord) -> None:
-        if not ids:
-            return
-        prefix = "memtrace.input." if role == "input" else "memtrace.output."
-        n = len(ids)
-        kinds = _column(a, prefix + "kinds", n, "other")
-        hashes = _column(a, prefix + "hashes", n, "")
-        sizes = _column(a, prefix + "sizes", n, 0)
-        contents = _column(a, prefix + "contents", n, None)
-        producers = _column(a, MemTrace.INPUT_PRODUCERS, n, "") if role == "input" else [""] * n
-        for variable_id, kind, vhash, size, content, producer in zip(
-            ids, kinds, hashes, sizes, contents, producers, strict=True
-        ):
-            self.variable(variable_id, kind, vhash, size, content)
-            if role == "input":
-                self.graph.add_edge(variable_id, node, role="input")
-                context = parse_traceparent(producer) if producer else None
-                if context is not None:
-                    self.wanted_producers.append(
-                        (variable_id, f"{context.trace_id:032x}", f"{context.span_id:016x}"))
-            else:
-                self.graph.add_edge(node, variable_id, role="output")
 
     def _add_steps(self, node: str, span: SpanRecord) -> None:
         steps = [e for e in span.events if e.name == MemTraceEvent.STEP]
@@ -185,9 +172,14 @@ class _Builder:
 
     def finish(self) -> nx.DiGraph:
         graph = self.graph
-        for variable_id, trace_id, span_id in self.wanted_producers:
-            if graph.in_degree(variable_id) == 0 and (trace_id, span_id) not in self.span_ops:
-                graph.graph["missing_traces"].add(trace_id)
+        # A link to a span that is not here means its trace was not read: the trace backend
+        # can be asked for it (Jaeger keeps links as references, without their attributes).
+        graph.graph["missing_traces"].update(
+            trace_id for trace_id, span_id in self.links if (trace_id, span_id) not in self.span_ops)
+        if self.content is not None:
+            for variable_id, data in graph.nodes(data=True):
+                if data["type"] == "variable" and data["content"] is None:
+                    data["content"] = self.content(variable_id)
         self._order_operations()
         self._version_edges()
         self._break_cycles()
@@ -247,10 +239,13 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
     >>> from memtrace_otel.spans.model import SpanRecord
     >>> span = SpanRecord("a" * 32, "b" * 16, "extract", attributes={
     ...     "memtrace.operation.category": "extraction",
-    ...     "memtrace.inputs": ["msg:1@1"], "memtrace.outputs": ["fact:1@1"]})
+    ...     "memtrace.inputs": ["msg:1@1"], "memtrace.outputs": ["fact:1@1"],
+    ...     "memtrace.variables": ["facts 9 a7b6eda801e5347d fact:1@1"]})
     >>> G = build_graph([span])
     >>> sorted(G.successors("msg:1@1"))
     ['op:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:bbbbbbbbbbbbbbbb']
+    >>> G.nodes["fact:1@1"]["kind"]
+    'facts'
     """
     builder = _Builder(content)
     for span in spans:

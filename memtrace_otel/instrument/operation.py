@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, TracerProvider
 
 from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
-from memtrace_otel.instrument.record_lineage import format_traceparent, lineage_from_metadata, write_lineage
+from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
 from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry, split_variable_id
 from memtrace_otel.semconv import (
     Category,
@@ -41,7 +41,7 @@ from memtrace_otel.semconv import (
 )
 from memtrace_otel.version import __version__
 
-__all__ = ["MemoryTracer", "Operation", "current_operation"]
+__all__ = ["MemoryTracer", "Operation", "current_operation", "describe", "parse_descriptor"]
 
 _logger = logging.getLogger(__name__)
 _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
@@ -186,11 +186,11 @@ class Operation:
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
-        attributes: dict[str, Any] = {
-            MemTrace.OPERATION_NAME: self.name,
-            MemTrace.OPERATION_CATEGORY: self.category.value,
-        }
+        attributes: dict[str, Any] = {MemTrace.OPERATION_CATEGORY: self.category.value}
         span_name = self._span_name or self.name
+        if span_name != self.name or self._gen_ai_operation:
+            # Only when the span name does not already say it: every attribute costs.
+            attributes[MemTrace.OPERATION_NAME] = self.name
         if self._gen_ai_operation:
             attributes[GenAI.OPERATION_NAME] = self._gen_ai_operation
             if self._store_id:
@@ -260,9 +260,7 @@ class Operation:
                 self._remember_content(variable)
         self.inputs.append(variable)
         if self._recording and variable.producer is not None and variable.producer.is_valid:
-            self.span.add_link(
-                variable.producer, {MemTraceLink.VARIABLE: variable.id, MemTraceLink.ROLE: "input"}
-            )
+            self.span.add_link(variable.producer, {MemTraceLink.VARIABLE: variable.id})
         return variable
 
     def read_record(
@@ -448,28 +446,47 @@ class Operation:
 
     def _flush_lineage(self) -> None:
         attributes: dict[str, Any] = {}
-        capture = self._owner.capture_content
         if self.inputs:
             attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
-            attributes[MemTrace.INPUT_KINDS] = [v.kind.value for v in self.inputs]
-            attributes[MemTrace.INPUT_HASHES] = [v.hash for v in self.inputs]
-            attributes[MemTrace.INPUT_SIZES] = [v.size for v in self.inputs]
-            attributes[MemTrace.INPUT_PRODUCERS] = [
-                format_traceparent(v.producer) if v.producer is not None else "" for v in self.inputs
-            ]
-            if capture:
-                attributes[MemTrace.INPUT_CONTENTS] = [self._truncate(v.content or "") for v in self.inputs]
         if self.outputs:
             attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
-            attributes[MemTrace.OUTPUT_KINDS] = [v.kind.value for v in self.outputs]
-            attributes[MemTrace.OUTPUT_HASHES] = [v.hash for v in self.outputs]
-            attributes[MemTrace.OUTPUT_SIZES] = [v.size for v in self.outputs]
-            if capture:
-                attributes[MemTrace.OUTPUT_CONTENTS] = [self._truncate(v.content or "") for v in self.outputs]
             deleted = [v.id for v in self.outputs if v.deleted]
             if deleted:
                 attributes[MemTrace.DELETED] = deleted
+        # Describe each variable once: outputs here, external inputs (no producer) at first read.
+        described = [v for v in self.inputs if v.producer is None] + self.outputs
+        if described:
+            attributes[MemTrace.VARIABLES] = [describe(v) for v in described]
+            if self._owner.capture_content:
+                attributes[MemTrace.VARIABLE_CONTENTS] = [self._truncate(v.content or "") for v in described]
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
-        attributes[MemTrace.CONTENT_CAPTURED] = capture
-        self.span.set_attributes(attributes)
+        if attributes:
+            self.span.set_attributes(attributes)
+
+
+def describe(variable: Variable) -> str:
+    """The ``memtrace.variables`` descriptor of ``variable``: ``"<kind> <size> <hash> <id>"``.
+
+    The id goes last because names may contain spaces.
+
+    >>> from memtrace_otel.semconv import VariableKind
+    >>> describe(Variable("msg:D1:1", 1, VariableKind.MESSAGE, "hello"))
+    'message 5 a7b6eda801e5347d msg:D1:1@1'
+    """
+    return f"{variable.kind.value} {variable.size} {variable.hash} {variable.id}"
+
+
+def parse_descriptor(descriptor: str) -> tuple[str, str, int, str] | None:
+    """``(id, kind, size, hash)`` of a ``memtrace.variables`` descriptor, ``None`` if malformed.
+
+    >>> parse_descriptor("message 5 a7b6eda801e5347d msg:D1:1@1")
+    ('msg:D1:1@1', 'message', 5, 'a7b6eda801e5347d')
+    >>> parse_descriptor("garbage") is None
+    True
+    """
+    parts = descriptor.split(" ", 3) if isinstance(descriptor, str) else []
+    if len(parts) != 4 or not parts[1].isdigit():
+        return None
+    kind, size, digest, variable_id = parts
+    return variable_id, kind, int(size), digest

@@ -57,10 +57,11 @@ class Variable:
     producer: SpanContext | None = None
     deleted: bool = False
     _hash: str | None = field(default=None, repr=False)
+    id: str = field(init=False, repr=False)
 
-    @property
-    def id(self) -> str:
-        return f"{self.name}@{self.version}"
+    def __post_init__(self) -> None:
+        # Computed once: the id is read on every link, attribute and registry access.
+        self.id = f"{self.name}@{self.version}"
 
     @property
     def hash(self) -> str:

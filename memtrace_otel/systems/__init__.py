@@ -1,1 +1,55 @@
 """Reference memory systems (long-context, RAG, Mem0-style, episodic), instrumented, offline by default."""
+
+from memtrace_otel.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun, Unit
+from memtrace_otel.systems.episodic import EpisodicSystem
+from memtrace_otel.systems.interfaces import (
+    AnswerResult,
+    Answerer,
+    Components,
+    ContextItem,
+    Embedder,
+    Extractor,
+    Judge,
+    Sentence,
+    Verdict,
+)
+from memtrace_otel.systems.locomo import QA, Conversation, Session, Turn, conversation_ids, load_conversation
+from memtrace_otel.systems.long_context import LongContextSystem
+from memtrace_otel.systems.mem0_style import Mem0StyleSystem
+from memtrace_otel.systems.offline import offline_components
+from memtrace_otel.systems.rag import RAGSystem
+
+SYSTEMS: dict[str, type[MemorySystem]] = {
+    cls.name: cls for cls in (LongContextSystem, RAGSystem, Mem0StyleSystem, EpisodicSystem)
+}
+"""The reference systems by name, in benchmark order."""
+
+__all__ = [
+    "QA",
+    "SYSTEMS",
+    "AnswerResult",
+    "Answerer",
+    "Components",
+    "ContextItem",
+    "Conversation",
+    "Embedder",
+    "EpisodicSystem",
+    "Extractor",
+    "Fault",
+    "Judge",
+    "LongContextSystem",
+    "Mem0StyleSystem",
+    "MemorySystem",
+    "QuestionOutcome",
+    "RAGSystem",
+    "Sentence",
+    "Session",
+    "StoreState",
+    "TracedRun",
+    "Turn",
+    "Unit",
+    "Verdict",
+    "conversation_ids",
+    "load_conversation",
+    "offline_components",
+]

@@ -184,7 +184,7 @@ class MemorySystem(abc.ABC):
         unit = Unit(name, list(sentences), note=note)
         variable = op.write(name, unit.content, kind=VariableKind.MEMORY_UNIT)
         unit.metadata = dict(op.lineage_metadata(variable, {}))
-        self._index(unit)
+        self._index_unit(unit)
         self.state.units[name] = unit
         return unit
 
@@ -198,11 +198,11 @@ class MemorySystem(abc.ABC):
             unit.note = note
         after = op.update(before, unit.content, kind=VariableKind.MEMORY_UNIT)
         unit.metadata = dict(op.lineage_metadata(after, {}))
-        self._index(unit)
+        self._index_unit(unit)
 
-    def _index(self, unit: Unit) -> None:
+    def _index_unit(self, unit: Unit) -> None:
         unit.vector = self.components.embedder.embed([unit.content])[0]
-        unit.tokens = frozenset(content_tokens(unit.content))
+        unit.tokens = frozenset(content_tokens(" ".join(f"{s.speaker} {s.text}" for s in unit.sentences)))
 
     def delete_unit(self, op: Operation, unit: Unit) -> None:
         op.delete(self.read_unit(op, unit))

@@ -27,7 +27,7 @@ class LongContextSystem(MemorySystem):
         ErrorType.EXTRACTION.value: "messages enter the window verbatim: there is no extraction step",
         ErrorType.DELETION.value: "units leave the window only by trimming, which is the update operation",
     }
-    budget_words = 6000
+    budget_words = 4000
 
     def _ingest_session(self, session: Session) -> None:
         for turn in session.turns:

@@ -61,7 +61,7 @@ class Mem0StyleSystem(MemorySystem):
         if target is not None:
             self._apply_fault(fact, facts_var, target)
             return
-        tokens = frozenset(content_tokens(fact.text))
+        tokens = frozenset(content_tokens(f"{fact.speaker} {fact.text}"))
         best, score = self._most_similar(fact.speaker, tokens)
         if best is not None and score >= self.duplicate:
             return  # NONE: already known
@@ -79,6 +79,8 @@ class Mem0StyleSystem(MemorySystem):
         """The critical unit, when this decision is the one an Update/Deletion fault perturbs."""
         fault = self.fault
         if not first or fault is None or fault.unit not in self.state.units:
+            return None
+        if fault.sentence not in self.state.units[fault.unit].sentences:
             return None
         if self.faulted(ErrorType.UPDATE) or self.faulted(ErrorType.DELETION):
             return self.state.units[fault.unit]

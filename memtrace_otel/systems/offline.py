@@ -42,6 +42,7 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 _TEMPORAL = re.compile(r"^\s*(when\b|what (year|month|date|day)\b|which (year|month)\b)", re.I)
 _MAX_ANSWER_WORDS = 6
+_MAX_CANDIDATES = 25
 DEFAULT_F1_THRESHOLD = 0.4
 
 
@@ -61,17 +62,17 @@ class ExtractiveAnswerer:
     def candidates(self, question: str, context: Sequence[ContextItem]) -> list[AnswerResult]:
         """Every context sentence as an answer, best first (ties keep context order)."""
         wanted = set(content_tokens(question))
-        scored: list[tuple[float, int, AnswerResult]] = []
+        scored: list[tuple[float, int, Sentence, str]] = []
         position = 0
         for item in context:
             for sentence in item.sentences:
                 score = _overlap(wanted, sentence)
                 if score > 0:
-                    text = self._phrase(question, wanted, sentence)
-                    scored.append((-score, position, AnswerResult(text, sentence, item.unit)))
+                    scored.append((-score, position, sentence, item.unit))
                 position += 1
         scored.sort(key=lambda entry: (entry[0], entry[1]))
-        return [entry[2] for entry in scored]
+        return [AnswerResult(self._phrase(question, wanted, sentence), sentence, unit)
+                for _, _, sentence, unit in scored[:_MAX_CANDIDATES]]
 
     @staticmethod
     def _phrase(question: str, wanted: set[str], sentence: Sentence) -> str:

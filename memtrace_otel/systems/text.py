@@ -6,6 +6,7 @@ systems give the same answers on every machine.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections import Counter
@@ -51,6 +52,7 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A crude suffix stripper: enough to match "painting" with "paint".
 
@@ -71,7 +73,12 @@ def content_tokens(text: str) -> list[str]:
     >>> content_tokens("What did Caroline research?")
     ['caroline', 'research']
     """
-    return [stem(w.strip("'")) for w in words(text) if w not in STOPWORDS and len(w.strip("'")) > 1]
+    return list(_content_tokens(text))
+
+
+@functools.lru_cache(maxsize=65536)
+def _content_tokens(text: str) -> tuple[str, ...]:
+    return tuple(stem(w.strip("'")) for w in words(text) if w not in STOPWORDS and len(w.strip("'")) > 1)
 
 
 def sentences(text: str) -> list[str]:

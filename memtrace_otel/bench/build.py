@@ -1,0 +1,279 @@
+"""``memtrace bench build``: labelled failure cases from clean runs plus one injected fault each.
+
+For each (system, conversation) job: ingest cleanly, one trace per session,
+snapshotting the store before each session; ask every non-adversarial
+question; keep the correctly answered ones whose answer was read from an
+evidence message; then, per applicable error type, inject a fault aimed at
+that sentence and keep the case when the answer now fails. Jobs run in a
+process pool; every trace/span id comes from a seed, so a rebuild with the
+same seed writes the same labels.
+
+Layout of ``out``: ``labels.jsonl``, ``natural_failures.jsonl``,
+``manifest.json`` and ``spans/<system>/<conversation>/`` (``clean/sNN`` per
+session, ``clean/questions``, ``query_faults``, ``cases/<n>``; all
+``.jsonl.gz``). Label ``spans`` paths are relative to ``out``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from memtrace_otel.attribution.base import ErrorType
+from memtrace_otel.bench.faults import QUERY_SIDE, inject
+from memtrace_otel.bench.spanfiles import write_span_file
+from memtrace_otel.spans.model import SpanRecord
+from memtrace_otel.systems import SYSTEMS, offline_components
+from memtrace_otel.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
+from memtrace_otel.systems.locomo import QA, Conversation, conversation_ids, load_conversation
+
+__all__ = ["BuildConfig", "JobResult", "build", "derive_seed", "quick_config", "run_job"]
+
+ADVERSARIAL = 5
+
+
+@dataclass(slots=True)
+class BuildConfig:
+    """What to build. ``per_conversation`` caps kept cases per (system, conversation, type)."""
+
+    out: str
+    seed: int = 0
+    systems: list[str] = field(default_factory=lambda: list(SYSTEMS))
+    conversations: list[str] | None = None
+    max_sessions: int | None = None
+    per_conversation: int = 5
+    attempts_factor: int = 4
+    jobs: int = 2
+    locomo: str | None = None
+    embedder: str = "auto"
+
+
+def quick_config(out: str, seed: int = 0) -> BuildConfig:
+    """A tiny build for tests: one conversation, its first eight sessions, two cases a cell."""
+    return BuildConfig(out=out, seed=seed, conversations=["26"], max_sessions=8, per_conversation=2,
+                       jobs=1)
+
+
+@dataclass(slots=True)
+class JobResult:
+    system: str
+    conversation: str
+    labels: list[dict[str, Any]]
+    natural_failures: list[dict[str, Any]]
+    clean: list[dict[str, Any]]
+    attempts: dict[str, int]
+    seconds: float
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 63-bit seed from any parts (not Python's salted ``hash``).
+
+    >>> derive_seed(0, "rag", "26") == derive_seed(0, "rag", "26")
+    True
+    """
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _questions(conversation: Conversation) -> list[QA]:
+    return [q for q in conversation.questions if q.category != ADVERSARIAL and q.evidence]
+
+
+class _Job:
+    """One (system, conversation): the clean run, then the fault runs."""
+
+    def __init__(self, config: BuildConfig, system: str, conversation_id: str) -> None:
+        self.config = config
+        self.cls: type[MemorySystem] = SYSTEMS[system]
+        conversation = load_conversation(conversation_id, config.locomo)
+        if config.max_sessions:
+            conversation = conversation.truncated(config.max_sessions)
+        self.conversation = conversation
+        self.components = offline_components(embedder=config.embedder)
+        self.seed = derive_seed(config.seed, system, conversation_id)
+        self.service = f"memtrace-bench-{system}"
+        self.base = os.path.join("spans", system, conversation_id)
+        self.snapshots: list[StoreState] = []
+        self.session_files: list[str] = []
+        self.final = StoreState()
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.base, *parts)
+
+    def write(self, relative: str, records: list[SpanRecord]) -> None:
+        write_span_file(os.path.join(self.config.out, relative), records)
+
+    def clean_run(self) -> list[QuestionOutcome]:
+        run = TracedRun(self.seed, self.service)
+        system = self.cls(run.tracer, self.components)
+        for session in self.conversation.sessions:
+            self.snapshots.append(copy.deepcopy(system.state))
+            system.ingest_session(session)
+            self.session_files.append(self.path("clean", f"s{session.index:02d}.jsonl.gz"))
+            self.write(self.session_files[-1], run.sink.drain())
+        self.final = system.state
+        outcomes = [system.ask(q, self.case_id(q)) for q in _questions(self.conversation)]
+        self.write(self.path("clean", "questions.jsonl.gz"), run.sink.drain())
+        run.close()
+        return outcomes
+
+    def case_id(self, qa: QA, error_type: ErrorType | None = None) -> str:
+        base = f"{self.cls.name}/{self.conversation.sample_id}/q{qa.index}"
+        return f"{base}/{error_type.value}" if error_type else base
+
+    def run(self) -> JobResult:
+        started = time.perf_counter()
+        outcomes = self.clean_run()
+        by_case = {self.case_id(q): q for q in _questions(self.conversation)}
+        usable = [o for o in outcomes if o.passed and o.source is not None and o.unit is not None
+                  and o.source.dia_id in o.evidence]
+        random.Random(self.seed).shuffle(usable)
+        labels: list[dict[str, Any]] = []
+        attempts: Counter[str] = Counter()
+        query_records: list[SpanRecord] = []
+        for error_type in self.cls.applicable:
+            labels.extend(self._cases(error_type, usable, by_case, attempts, query_records))
+        if query_records:
+            self.write(self.path("query_faults.jsonl.gz"), query_records)
+        natural = [self._natural(o) for o in outcomes if not o.passed]
+        clean = [{"case_id": o.case_id, "category": o.category, "passed": o.passed, "score": o.score}
+                 for o in outcomes]
+        return JobResult(self.cls.name, self.conversation.sample_id, labels, natural, clean,
+                         dict(attempts), time.perf_counter() - started)
+
+    def _cases(self, error_type: ErrorType, usable: list[QuestionOutcome], by_case: dict[str, QA],
+               attempts: Counter[str], query_records: list[SpanRecord]) -> Iterator[dict[str, Any]]:
+        kept = 0
+        limit = self.config.per_conversation * self.config.attempts_factor
+        for outcome in usable:
+            if kept >= self.config.per_conversation or attempts[error_type.value] >= limit:
+                return
+            attempts[error_type.value] += 1
+            qa = by_case[outcome.case_id]
+            case_id = self.case_id(qa, error_type)
+            fault = Fault(error_type, outcome.unit or "", outcome.source, case_id,  # type: ignore[arg-type]
+                          variant=derive_seed(self.seed, case_id) % 2)
+            result = inject(self.cls, self.conversation, self.components, self.snapshots, self.final,
+                            qa, fault, seed=derive_seed(self.seed, case_id), service=self.service)
+            if not result.kept:
+                continue
+            kept += 1
+            if error_type in QUERY_SIDE:
+                query_records.extend(result.records)
+                spans = [*self.session_files, self.path("query_faults.jsonl.gz")]
+            else:
+                case_file = self.path("cases", f"q{qa.index}-{error_type.value}.jsonl.gz")
+                self.write(case_file, result.records)
+                spans = [*self.session_files[:result.first_session], case_file]
+            yield self._label(result.outcome, qa, error_type, result.fault_span or {}, spans, outcome)
+
+    def _label(self, outcome: QuestionOutcome, qa: QA, error_type: ErrorType, span: dict[str, str],
+               spans: list[str], clean: QuestionOutcome) -> dict[str, Any]:
+        return {
+            "case_id": outcome.case_id, "system": self.cls.name,
+            "conversation": self.conversation.sample_id, "question": qa.question, "gold": qa.answer,
+            "prediction": outcome.prediction, "clean_prediction": clean.prediction,
+            "evidence": list(qa.evidence), "category": qa.category, "error_type": error_type.value,
+            "operation": span, "spans": spans, "seed": self.config.seed,
+            "critical": {"dia_id": clean.source.dia_id if clean.source else None, "unit": clean.unit},
+        }
+
+    def _natural(self, outcome: QuestionOutcome) -> dict[str, Any]:
+        return {
+            "case_id": outcome.case_id, "system": self.cls.name,
+            "conversation": self.conversation.sample_id, "question": outcome.question,
+            "gold": outcome.gold, "prediction": outcome.prediction, "score": outcome.score,
+            "evidence": outcome.evidence, "category": outcome.category,
+            "spans": [*self.session_files, self.path("clean", "questions.jsonl.gz")],
+        }
+
+
+def run_job(args: tuple[BuildConfig, str, str]) -> JobResult:
+    """One (system, conversation) job; top-level so a process pool can run it."""
+    config, system, conversation_id = args
+    return _Job(config, system, conversation_id).run()
+
+
+def _jobs(config: BuildConfig) -> list[tuple[BuildConfig, str, str]]:
+    unknown = [s for s in config.systems if s not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
+    conversations = config.conversations or conversation_ids(config.locomo)
+    # Heaviest systems first so the pool's last jobs are short ones.
+    weight = {"long-context": 0, "mem0-style": 1, "rag": 2, "episodic": 3}
+    ordered = sorted(config.systems, key=lambda s: weight.get(s, 9))
+    return [(config, s, c) for s in ordered for c in conversations]
+
+
+def build(config: BuildConfig, progress: Callable[[JobResult, int, int], None] | None = None) -> dict[str, Any]:
+    """Build the benchmark into ``config.out``; the manifest it wrote."""
+    started = time.perf_counter()
+    jobs = _jobs(config)
+    os.makedirs(config.out, exist_ok=True)
+    results: list[JobResult] = []
+    if config.jobs > 1 and len(jobs) > 1:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                              else None)
+        with context.Pool(min(config.jobs, len(jobs))) as pool:
+            for result in pool.imap_unordered(run_job, jobs):
+                results.append(result)
+                if progress:
+                    progress(result, len(results), len(jobs))
+    else:
+        for job in jobs:
+            results.append(run_job(job))
+            if progress:
+                progress(results[-1], len(results), len(jobs))
+    order = {(s, c): i for i, (_, s, c) in enumerate(_jobs(config))}
+    results.sort(key=lambda r: order[(r.system, r.conversation)])
+    _write_jsonl(os.path.join(config.out, "labels.jsonl"), (x for r in results for x in r.labels))
+    _write_jsonl(os.path.join(config.out, "natural_failures.jsonl"),
+                 (x for r in results for x in r.natural_failures))
+    manifest = _manifest(config, results, time.perf_counter() - started)
+    with open(os.path.join(config.out, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+    return manifest
+
+
+def _write_jsonl(path: str, rows: Iterator[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> dict[str, Any]:
+    cells: dict[str, Counter[str]] = defaultdict(Counter)
+    attempts: dict[str, Counter[str]] = defaultdict(Counter)
+    clean: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for result in results:
+        for label in result.labels:
+            cells[result.system][label["error_type"]] += 1
+        attempts[result.system].update(result.attempts)
+        for row in result.clean:
+            tally = clean[result.system][str(row["category"])]
+            tally[0] += int(row["passed"])
+            tally[1] += 1
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out", "jobs")}
+    components = offline_components(embedder=config.embedder).description
+    return {
+        "seed": config.seed, "settings": settings, "components": components,
+        "labelled_cases": sum(len(r.labels) for r in results),
+        "natural_failures": sum(len(r.natural_failures) for r in results),
+        "cases": {s: dict(c) for s, c in cells.items()},
+        "attempts": {s: dict(c) for s, c in attempts.items()},
+        "applicable": {s: [t.value for t in SYSTEMS[s].applicable] for s in config.systems},
+        "not_applicable": {s: SYSTEMS[s].not_applicable for s in config.systems},
+        "clean_accuracy": {s: {cat: {"passed": p, "total": t, "accuracy": round(p / t, 4) if t else None}
+                               for cat, (p, t) in sorted(cats.items())} for s, cats in clean.items()},
+        "seconds": round(seconds, 2),
+        "job_seconds": {f"{r.system}/{r.conversation}": round(r.seconds, 2) for r in results},
+    }

@@ -1,0 +1,145 @@
+"""``memtrace bench``: build the labelled failure benchmark, and score engines on it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from memtrace_otel.cli.common import EXIT_PARTIAL, print_json, stderr, stdout
+
+__all__ = ["bench_group"]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=stderr, transient=True)
+
+
+@click.group("bench")
+def bench_group() -> None:
+    """Labelled failure cases on LoCoMo (fault injection), and engine scores on them."""
+
+
+@bench_group.command("build")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Benchmark directory.")
+@click.option("--seed", default=0, show_default=True, help="Seed of every choice and span id.")
+@click.option("--quick", is_flag=True, help="A tiny build (one conversation, 8 sessions) for tests.")
+@click.option("--system", "systems", multiple=True, help="Only these systems (repeatable).")
+@click.option("--conversation", "conversations", multiple=True, help="Only these LoCoMo ids (repeatable).")
+@click.option("--per-conversation", type=click.IntRange(1), default=None,
+              help="Cases kept per (system, conversation, error type) [default 5; quick 2].")
+@click.option("--jobs", type=click.IntRange(1), default=None, help="Worker processes [default: cores].")
+@click.option("--locomo", type=click.Path(file_okay=False), default=None,
+              help="LoCoMo directory (default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo).")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
+def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], conversations: tuple[str, ...],
+                  per_conversation: int | None, jobs: int | None, locomo: str | None, as_json: bool) -> None:
+    """Run the reference systems cleanly, inject one fault per case, write labels and spans."""
+    from memtrace_otel.bench.build import BuildConfig, build, quick_config
+
+    config = quick_config(out, seed) if quick else BuildConfig(out=out, seed=seed, jobs=os.cpu_count() or 1)
+    if systems:
+        config.systems = list(systems)
+    if conversations:
+        config.conversations = list(conversations)
+    if per_conversation:
+        config.per_conversation = per_conversation
+    if jobs:
+        config.jobs = jobs
+    config.locomo = locomo
+    with _progress() as bar:
+        task = bar.add_task("building", total=None)
+
+        def advance(result: Any, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=f"{escape(result.system)}/{escape(result.conversation)}")
+
+        try:
+            manifest = build(config, progress=advance)
+        except (FileNotFoundError, ValueError) as error:
+            raise click.ClickException(str(error)) from None
+    if as_json:
+        print_json(manifest)
+    else:
+        _print_manifest(manifest, out)
+
+
+def _print_manifest(manifest: dict[str, Any], out: str) -> None:
+    table = Table(title=f"{manifest['labelled_cases']} labelled cases in {escape(out)} "
+                        f"({manifest['seconds']} s)")
+    types = ["ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError"]
+    table.add_column("system")
+    for name in types:
+        table.add_column(name.removesuffix("Error"), justify="right")
+    table.add_column("clean acc. (cat 1-4)", justify="right")
+    for system, applicable in manifest["applicable"].items():
+        counts = manifest["cases"].get(system, {})
+        cats = manifest["clean_accuracy"].get(system, {})
+        passed = sum(c["passed"] for c in cats.values())
+        total = sum(c["total"] for c in cats.values())
+        table.add_row(escape(system), *[str(counts.get(t, 0)) if t in applicable else "n/a" for t in types],
+                      f"{passed}/{total}")
+    stdout.print(table)
+    stdout.print(f"natural failures (unlabelled): {manifest['natural_failures']}")
+
+
+@bench_group.command("score")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--engine", "engine_name", required=True, help="Registered engine name.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Score only the first N cases.")
+@click.option("--json", "as_json", is_flag=True, help="Write the scores as JSON on stdout.")
+def score_command(directory: str, engine_name: str, limit: int | None, as_json: bool) -> None:
+    """Error-type and operation accuracy of an engine on a built benchmark."""
+    from memtrace_otel.bench.score import score_cases, summarize
+
+    with _progress() as bar:
+        task = bar.add_task(f"scoring {escape(engine_name)}", total=None)
+        try:
+            results, problems = score_cases(directory, engine_name, limit=limit,
+                                            progress=lambda done, total: bar.update(task, completed=done,
+                                                                                    total=total))
+        except (FileNotFoundError, ValueError) as error:
+            raise click.ClickException(str(error)) from None
+    summary = summarize(results, engine_name)
+    problems.extend(f"{r.case_id}: {r.problem}" for r in results if r.problem)
+    for line in problems[:50]:
+        stderr.print(f"memtrace: {escape(line)}", soft_wrap=True)
+    if as_json:
+        print_json(summary)
+    else:
+        _print_summary(summary)
+    if any(r.problem for r in results):
+        raise SystemExit(EXIT_PARTIAL)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"engine {escape(summary['engine'])}")
+    for column in ("group", "cases", "type acc.", "op acc.", "s/case", "tokens/case"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    rows = [("overall", summary["overall"])]
+    rows += [(f"system {s}", r) for s, r in summary["by_system"].items()]
+    rows += [(f"type {t}", r) for t, r in summary["by_error_type"].items()]
+    for name, r in rows:
+        if not r["cases"]:
+            continue
+        table.add_row(escape(name), str(r["cases"]), _pct(r["type_accuracy"]), _pct(r["operation_accuracy"]),
+                      f"{r['seconds_per_case']:.4f}", f"{r['tokens_per_case']:.0f}")
+    stdout.print(table)
+    confusion = Table(title="error-type confusion (rows gold, columns predicted)")
+    predicted = sorted({p for row in summary["confusion"].values() for p in row})
+    confusion.add_column("gold")
+    for name in predicted:
+        confusion.add_column(escape(name.removesuffix("Error")), justify="right")
+    for gold, row in summary["confusion"].items():
+        if row:
+            confusion.add_row(escape(gold), *[str(row.get(p, 0)) for p in predicted])
+    stdout.print(confusion)

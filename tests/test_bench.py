@@ -1,0 +1,172 @@
+"""Fault injection, the benchmark build, and the scorer (quick-sized data, seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memtrace_otel.attribution.base import ErrorType, create_engine
+from memtrace_otel.bench.build import BuildConfig, _Job, build, quick_config
+from memtrace_otel.bench.faults import inject
+from memtrace_otel.bench.score import GraphCache, find_case_evaluation, score_cases, summarize
+from memtrace_otel.cli import main
+from memtrace_otel.systems import SYSTEMS
+from memtrace_otel.systems.base import Fault
+
+CATEGORY_OF = {
+    "ExtractionError": {"extraction"}, "UpdateError": {"update"}, "DeletionError": {"deletion"},
+    "RetrievalError": {"retrieval", "rerank"}, "ResponseError": {"generation"},
+}
+
+
+@pytest.fixture(scope="module")
+def quick_bench(tmp_path_factory: pytest.TempPathFactory, locomo: str) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    build(quick_config(str(out)))
+    return out
+
+
+def _labels(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "labels.jsonl").read_text().splitlines()]
+
+
+def test_quick_build_covers_every_applicable_cell(quick_bench: Path) -> None:
+    manifest = json.loads((quick_bench / "manifest.json").read_text())
+    for system, applicable in manifest["applicable"].items():
+        for error_type in applicable:
+            assert manifest["cases"][system].get(error_type, 0) >= 1, (system, error_type)
+        for error_type in manifest["not_applicable"][system]:
+            assert error_type not in manifest["cases"][system]
+    assert manifest["labelled_cases"] == len(_labels(quick_bench))
+    assert (quick_bench / "natural_failures.jsonl").read_text().strip()
+
+
+def test_each_label_names_the_perturbed_span_of_a_failed_case(quick_bench: Path) -> None:
+    cache = GraphCache(str(quick_bench))
+    for label in _labels(quick_bench):
+        G, problems = cache.get(label["spans"])
+        assert not problems, problems
+        evaluation = find_case_evaluation(G, label["case_id"])
+        assert evaluation is not None, label["case_id"]
+        assert G.nodes[evaluation]["prediction"] == label["prediction"]
+        op = f"op:{label['operation']['trace_id']}:{label['operation']['span_id']}"
+        assert op in G, label["case_id"]
+        assert G.nodes[op]["category"] in CATEGORY_OF[label["error_type"]], label["case_id"]
+        assert G.nodes[op]["order"] < G.nodes[evaluation]["order"]
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS))
+def test_injector_breaks_the_answer_and_removing_it_restores_it(locomo: str, tmp_path: Path,
+                                                                system: str) -> None:
+    config = BuildConfig(out=str(tmp_path), conversations=["26"], max_sessions=8, jobs=1)
+    job = _Job(config, system, "26")
+    outcomes = job.clean_run()
+    usable = [o for o in outcomes if o.passed and o.source and o.source.dia_id in o.evidence]
+    questions = {job.case_id(q): q for q in job.conversation.questions}
+    for error_type in SYSTEMS[system].applicable:
+        broken = 0
+        for outcome in usable[:8]:
+            qa = questions[outcome.case_id]
+            fault = Fault(error_type, outcome.unit or "", outcome.source, f"{outcome.case_id}/x")
+            args = (SYSTEMS[system], job.conversation, job.components, job.snapshots, job.final, qa, fault)
+            faulty = inject(*args, seed=1, service="t")
+            control = inject(*args, seed=1, service="t", apply=False)
+            assert control.outcome.passed and control.fault_span is None
+            assert control.outcome.prediction == outcome.prediction
+            if faulty.kept:
+                broken += 1
+                names = {r.span_id: r.attributes.get("memtrace.operation.category") for r in faulty.records}
+                assert names[faulty.fault_span["span_id"]] in CATEGORY_OF[error_type.value]
+        assert broken >= 1, f"{system}: no {error_type.value} fault broke an answer"
+
+
+def test_build_is_reproducible_and_seed_sensitive(locomo: str, tmp_path: Path) -> None:
+    def labels(out: str, seed: int) -> str:
+        config = quick_config(out, seed)
+        config.systems = ["rag", "episodic"]
+        build(config)
+        return (Path(out) / "labels.jsonl").read_text().replace(out, "")
+
+    first = labels(str(tmp_path / "a"), 5)
+    assert first == labels(str(tmp_path / "b"), 5)
+    assert first != labels(str(tmp_path / "c"), 6)
+
+
+def _hand_made_bench(directory: Path) -> None:
+    """Two cases over one graph: the gold of one is its extraction, of the other its generation."""
+    from memtrace_otel.bench.spanfiles import write_span_file
+    from memtrace_otel.semconv import Category, VariableKind
+    from memtrace_otel.systems.base import TracedRun
+
+    run = TracedRun(11, "hand")
+    mt = run.tracer
+    gold_ops = {}
+    for case in ("A", "B"):
+        with mt.operation("extract", Category.EXTRACTION) as op:
+            msg = op.read(f"msg:D{case}:1", content="Ann adopted Rex.", kind=VariableKind.MESSAGE)
+            unit = op.write(f"mem:{case}", "Ann adopted a cat.", kind=VariableKind.MEMORY_UNIT)
+            extract = op.span_context
+        with mt.operation("retrieve", Category.RETRIEVAL) as op:
+            op.read(unit)
+            ctx = op.write(f"ctx:{case}", "Ann adopted a cat.", kind=VariableKind.CONTEXT)
+        with mt.operation("generate", Category.GENERATION) as op:
+            op.read(ctx)
+            answer = op.write(f"answer:{case}", "a cat", kind=VariableKind.ANSWER)
+            generate = op.span_context
+        with mt.operation("judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, score=0.0, question="Pet?", prediction="a cat", gold="Rex",
+                                 evidence=[f"D{case}:1"], answer=answer, case_id=case)
+        assert msg.name.startswith("msg:")
+        gold_ops[case] = extract if case == "A" else generate
+    write_span_file(str(directory / "spans.jsonl.gz"), run.sink.drain())
+    with open(directory / "labels.jsonl", "w") as handle:
+        for case, error_type in (("A", "ExtractionError"), ("B", "ResponseError")):
+            context = gold_ops[case]
+            handle.write(json.dumps({
+                "case_id": case, "system": "hand", "error_type": error_type, "spans": ["spans.jsonl.gz"],
+                "operation": {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
+                              "name": "x"}}) + "\n")
+
+
+def test_scorer_numbers_on_a_hand_made_case_set(tmp_path: Path) -> None:
+    _hand_made_bench(tmp_path)
+    results, problems = score_cases(str(tmp_path), "last-operation")
+    assert not problems
+    assert [(r.case_id, r.type_correct, r.operation_correct) for r in results] == [
+        ("A", False, False), ("B", True, True)]
+    summary = summarize(results, "last-operation")
+    assert summary["overall"]["type_accuracy"] == 0.5
+    assert summary["overall"]["operation_accuracy"] == 0.5
+    assert summary["by_error_type"]["ExtractionError"]["type_accuracy"] == 0.0
+    assert summary["confusion"]["ExtractionError"] == {"ResponseError": 1}
+    assert summary["confusion"]["ResponseError"] == {"ResponseError": 1}
+
+
+def test_trivial_baselines_blame_operations_on_the_slice(quick_bench: Path) -> None:
+    results, _ = score_cases(str(quick_bench), "random-slice", limit=10)
+    again, _ = score_cases(str(quick_bench), "random-slice", limit=10)
+    assert [r.predicted_span for r in results] == [r.predicted_span for r in again]
+    assert all(r.predicted_span for r in results)
+    last, _ = score_cases(str(quick_bench), "last-operation", limit=10)
+    assert all(r.predicted_type == ErrorType.RESPONSE.value for r in last)
+    assert create_engine("random-slice").name == "random-slice"
+
+
+def test_cli_build_and_score_json(locomo: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = str(tmp_path / "b")
+    built = runner.invoke(main, ["bench", "build", "--quick", "--system", "rag", "--out", out, "--json"])
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)["labelled_cases"] > 0
+    scored = runner.invoke(main, ["bench", "score", "--engine", "last-operation", out, "--json"])
+    assert scored.exit_code == 0, scored.output
+    summary = json.loads(scored.stdout)
+    assert summary["overall"]["cases"] == len(_labels(Path(out)))
+    missing = runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path / "none")])
+    assert missing.exit_code == 1 and "no labels file" in missing.output
+    assert os.path.isdir(out)

@@ -1,0 +1,312 @@
+"""Lineage through a real Jaeger v2: OTLP export -> Jaeger -> /api/traces JSON -> the same graph.
+
+Two "processes" (two TracerProviders with their own MemoryTracer and service
+name) write and read memory records: ingestion exports over OTLP/gRPC, the
+query side over OTLP/HTTP, both to one Jaeger on loopback. Jaeger drops link
+attributes and turns array attributes into JSON strings, so this checks that
+lineage survives from span attributes alone (``memtrace.input.producers``).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+
+from memtrace_otel import Category, MemoryTracer, VariableKind
+from memtrace_otel.exporters import GraphSpanExporter
+from memtrace_otel.exporters.jaeger_query import (
+    JaegerQueryError,
+    fetch_trace,
+    fetch_traces_as_records,
+    find_traces,
+)
+from memtrace_otel.graph import build_graph, failed_evaluations, lineage_path, operations_between
+from memtrace_otel.semconv import MemTrace
+from memtrace_otel.spans import read_span_files
+
+import jaeger_harness
+from jaeger_harness import JaegerEndpoints
+
+jaeger = jaeger_harness.jaeger  # the session fixture, visible to this module's tests
+
+_POLL_SECONDS = 30.0
+_MESSAGES = [
+    ("D1:1", 'I moved to Lisbon, "finally" [for good]'),
+    ("D1:2", "My cat is named Tom 🐱"),
+    ("D1:3", "I sold my bike"),
+]
+
+
+@dataclass
+class TwoTraces:
+    live: GraphSpanExporter
+    ingest_trace: str
+    query_trace: str
+    ingest_service: str
+    span_counts: Counter[str]
+    answer: str
+
+
+def _provider(service: str, exporter: SpanExporter, live: GraphSpanExporter) -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(live))
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
+    return provider
+
+
+def _ingest(provider: TracerProvider) -> tuple[str, dict[str, dict[str, object]]]:
+    """The ingestion process: messages -> memory units, one update; records keep lineage metadata."""
+    mt, app = MemoryTracer(provider, capture_content=True), provider.get_tracer("ingest-app")
+    records: dict[str, dict[str, object]] = {}
+    with app.start_as_current_span("ingestion") as root:
+        for dia_id, text in _MESSAGES:
+            with mt.operation("ingest", Category.INGEST) as op:
+                message = op.write(f"msg:{dia_id}", text, kind=VariableKind.MESSAGE)
+            with mt.operation("extract", Category.EXTRACTION, gen_ai_operation="create_memory",
+                              store_id="s") as op:
+                op.read(message)
+                prompt = op.intermediate("prompt", f"Extract facts: {text}", kind=VariableKind.PROMPT)
+                unit = op.write(f"mem:{dia_id}", text.replace("I ", "User "), kind=VariableKind.MEMORY_UNIT)
+                op.step("prompt", [message], [prompt])
+                op.step("parse", [prompt], [unit])
+                records[dia_id] = op.lineage_metadata(unit)
+        with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+            old = op.read_record(records["D1:1"], content="User moved to Lisbon")
+            records["D1:1"] = op.lineage_metadata(op.update(old, "User moved to Porto"))
+    return f"{root.get_span_context().trace_id:032x}", records
+
+
+def _query(provider: TracerProvider, records: dict[str, dict[str, object]]) -> tuple[str, str]:
+    """The query process, later: a fresh tracer whose only lineage is the records' metadata."""
+    mt, app = MemoryTracer(provider, capture_content=True), provider.get_tracer("query-app")
+    with app.start_as_current_span("question q1") as root:
+        with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory",
+                          store_id="s") as op:
+            query = op.write("query:q1", "Where does the user live?", kind=VariableKind.QUERY)
+            unit = op.read_record(records["D1:1"], content="User moved to Porto")
+            context = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+        with mt.operation("generate", Category.GENERATION) as op:
+            op.read(query)
+            op.read(context)
+            answer = op.write("answer:q1", "Porto", kind=VariableKind.ANSWER)
+        with mt.operation("judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, score=0.0, question="Where does the user live?",
+                                 prediction="Porto", gold="Lisbon", evidence=["D1:1"], answer=answer,
+                                 case_id="q1")
+    return f"{root.get_span_context().trace_id:032x}", answer.id
+
+
+@pytest.fixture(scope="module")
+def two_traces(jaeger: JaegerEndpoints) -> TwoTraces:
+    tag = uuid.uuid4().hex[:8]
+    live = GraphSpanExporter()
+    ingest = _provider(f"memtrace-ingest-{tag}", GrpcExporter(endpoint=jaeger.otlp_grpc, insecure=True), live)
+    ingest_trace, records = _ingest(ingest)
+    ingest.shutdown()  # flushes the batch: the ingestion process is gone before the query runs
+    query = _provider(f"memtrace-query-{tag}", HttpExporter(endpoint=jaeger.otlp_http_traces), live)
+    query_trace, answer = _query(query, json.loads(json.dumps(records)))  # as stored, then loaded
+    query.shutdown()
+    counts = Counter(span.trace_id for span in live.spans())
+    return TwoTraces(live, ingest_trace, query_trace, f"memtrace-ingest-{tag}", counts, answer)
+
+
+def _wait_for_trace(jaeger: JaegerEndpoints, trace_id: str, spans: int) -> dict[str, Any]:
+    """Jaeger stores asynchronously (batch processor): poll until the whole trace is there."""
+    deadline, last = time.monotonic() + _POLL_SECONDS, "never answered"
+    while time.monotonic() < deadline:
+        jaeger.assert_alive()
+        try:
+            document = fetch_trace(jaeger.query_url, trace_id)
+        except JaegerQueryError as error:
+            last = str(error)
+        else:
+            found = sum(len(t.get("spans") or ()) for t in document["data"])
+            if found >= spans:
+                return document
+            last = f"{found} of {spans} spans"
+        time.sleep(0.2)
+    raise AssertionError(f"trace {trace_id} not complete in Jaeger after {_POLL_SECONDS:g} s "
+                         f"({last}); Jaeger log:\n{jaeger.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def jaeger_files(jaeger: JaegerEndpoints, two_traces: TwoTraces,
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both traces as /api/traces JSON files, as a user would save them."""
+    folder = tmp_path_factory.mktemp("jaeger-json")
+    files = {}
+    for name, trace_id in (("ingest", two_traces.ingest_trace), ("query", two_traces.query_trace)):
+        document = _wait_for_trace(jaeger, trace_id, two_traces.span_counts[trace_id])
+        files[name] = folder / f"{name}.json"
+        files[name].write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
+    return files
+
+
+def _operation_view(G: nx.DiGraph) -> dict[str, dict[str, Any]]:
+    # Jaeger keeps microseconds: compare times at that precision, everything else exactly.
+    view = {}
+    for node, data in G.nodes(data=True):
+        if data["type"] == "operation":
+            fields = {k: v for k, v in data.items() if k not in ("source", "start", "end")}
+            view[node] = {**fields, "start_us": data["start"] // 1000, "end_us": data["end"] // 1000}
+    return view
+
+
+def _assert_same_lineage(got: nx.DiGraph, want: nx.DiGraph) -> None:
+    variables = {n: d for n, d in want.nodes(data=True) if d["type"] == "variable"}
+    assert {n: d for n, d in got.nodes(data=True) if d["type"] == "variable"} == variables
+    got_ops, want_ops = _operation_view(got), _operation_view(want)
+    assert set(got_ops) == set(want_ops)
+    for node, data in want_ops.items():
+        assert got_ops[node] == data, node
+    edges = {(u, v, d["role"]) for u, v, d in want.edges(data=True)}
+    assert {(u, v, d["role"]) for u, v, d in got.edges(data=True)} == edges
+
+
+def test_jaeger_json_gives_the_live_graph(two_traces: TwoTraces, jaeger_files: dict[str, Path]) -> None:
+    result = read_span_files(jaeger_files.values())
+    assert [str(p) for p in result.problems] == []
+    assert len(result.spans) == sum(two_traces.span_counts.values())
+    G, live = build_graph(result.spans), two_traces.live.graph()
+    assert G.graph["missing_traces"] == set()
+    _assert_same_lineage(G, live)
+    # Not vacuous: two traces, every category of the scenario, and the cross-trace lineage.
+    assert {d["trace_id"] for _, d in G.nodes(data=True) if d["type"] == "operation"} == {
+        two_traces.ingest_trace, two_traces.query_trace}
+    path = lineage_path(G, "msg:D1:1@1", two_traces.answer)
+    assert [G.nodes[n]["name"] for n in path if n.startswith("op:")] == [
+        "extract", "update", "search", "generate"]
+    assert len(failed_evaluations(G)) == 1
+
+
+def _raw_spans(path: Path) -> list[dict[str, Any]]:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return [span for trace in document["data"] for span in trace["spans"]]
+
+
+def test_jaeger_drops_link_attributes_and_stringifies_arrays(jaeger_files: dict[str, Path]) -> None:
+    """The two Jaeger habits the reader must undo; if Jaeger changes, this says so first."""
+    search = next(s for s in _raw_spans(jaeger_files["query"])
+                  if any(t["key"] == MemTrace.OPERATION_NAME and t["value"] == "search" for t in s["tags"]))
+    cross = [r for r in search["references"] if r["traceID"] != search["traceID"]]
+    assert cross and all(set(r) <= {"refType", "traceID", "spanID"} for r in cross)
+    tags = {t["key"]: t for t in search["tags"]}
+    producers = tags[MemTrace.INPUT_PRODUCERS]
+    assert producers["type"] == "string" and producers["value"].startswith("[")
+    assert json.loads(tags[MemTrace.INPUT_SIZES]["value"]) == [len("User moved to Porto")]
+
+
+def test_fetch_traces_as_records_reads_both_traces(jaeger: JaegerEndpoints, two_traces: TwoTraces,
+                                                   jaeger_files: dict[str, Path]) -> None:
+    result = fetch_traces_as_records(jaeger.query_url, [two_traces.ingest_trace, two_traces.query_trace])
+    assert [str(p) for p in result.problems] == []
+    _assert_same_lineage(build_graph(result.spans), two_traces.live.graph())
+
+
+def test_missing_trace_is_fetched_and_completes_the_lineage(
+    jaeger: JaegerEndpoints, two_traces: TwoTraces, jaeger_files: dict[str, Path]
+) -> None:
+    spans = read_span_files([jaeger_files["query"]]).spans
+    partial = build_graph(spans)
+    assert partial.graph["missing_traces"] == {two_traces.ingest_trace}
+    assert "msg:D1:1@1" not in partial
+    fetched = fetch_traces_as_records(jaeger.query_url, partial.graph["missing_traces"])
+    assert fetched.problems == []
+    whole = build_graph([*spans, *fetched.spans])
+    assert whole.graph["missing_traces"] == set()
+    between = operations_between(whole, "msg:D1:1@1", two_traces.answer)
+    assert [whole.nodes[n]["trace_id"] for n in between] == [two_traces.ingest_trace] * 2 + [
+        two_traces.query_trace] * 2
+
+
+def test_find_traces_lists_the_service_traces(jaeger: JaegerEndpoints, two_traces: TwoTraces,
+                                              jaeger_files: dict[str, Path]) -> None:
+    traces = find_traces(jaeger.query_url, two_traces.ingest_service, limit=5, lookback=600)
+    assert [t["traceID"].rjust(32, "0") for t in traces] == [two_traces.ingest_trace]
+    assert find_traces(jaeger.query_url, "memtrace-no-such-service", limit=5, lookback=600) == []
+
+
+def test_unknown_and_malformed_trace_ids_are_one_line_problems(jaeger: JaegerEndpoints,
+                                                               two_traces: TwoTraces,
+                                                               jaeger_files: dict[str, Path]) -> None:
+    unknown = "0123456789abcdef0123456789abcdef"
+    result = fetch_traces_as_records(jaeger.query_url, [unknown, "not-hex/../x", two_traces.query_trace])
+    problems = [str(p) for p in result.problems]
+    assert len(problems) == 2 and all("\n" not in p for p in problems)
+    assert unknown in problems[0] and "HTTP 404" in problems[0]
+    assert "not 1-32 hex digits" in problems[1]
+    assert {s.trace_id for s in result.spans} == {two_traces.query_trace}  # the rest is still read
+    with pytest.raises(JaegerQueryError, match="HTTP 404"):
+        fetch_trace(jaeger.query_url, unknown)
+
+
+def test_refused_connection_is_one_clear_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound but not listening: the connection is refused
+        with pytest.raises(JaegerQueryError, match=r"cannot connect") as error:
+            fetch_trace(f"http://127.0.0.1:{port}", "ab" * 16, timeout=2.0)
+    assert "\n" not in str(error.value)
+
+
+def test_silent_server_times_out() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)  # accepts the connection, never answers
+        with pytest.raises(JaegerQueryError, match=r"no answer within 0.3 s"):
+            fetch_trace(f"http://127.0.0.1:{sock.getsockname()[1]}", "ab" * 16, timeout=0.3)
+
+
+class _TextHandler(http.server.BaseHTTPRequestHandler):
+    body = b"<html>not a trace</html>"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _TextHandler)
+    thread = threading.Thread(target=server.serve_forever, name="html-server", daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_non_json_answer_is_one_clear_error(html_server: str) -> None:
+    with pytest.raises(JaegerQueryError, match="response is not JSON"):
+        fetch_trace(html_server, "ab" * 16)
+    result = fetch_traces_as_records(html_server, ["ab" * 16])
+    assert len(result.problems) == 1 and "not JSON" in result.problems[0].message
+
+
+def test_only_http_urls_are_accepted() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        fetch_trace("file:///etc/passwd", "ab" * 16)
