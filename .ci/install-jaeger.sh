@@ -25,6 +25,10 @@ if [[ -x "$BIN" ]]; then
     exit 0
 fi
 
+# The Go tarball's usual place, for shells whose PATH lacks it.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    PATH="/usr/local/go/bin:$PATH"
+fi
 command -v go >/dev/null 2>&1 || fail "the Go toolchain (go >= 1.24) is not on PATH"
 go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 [[ "$go_minor" =~ ^[0-9]+$ && "$go_minor" -ge 24 ]] \

@@ -118,7 +118,9 @@ def jaeger_config(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc
 
     Every component that would listen gets an explicit 127.0.0.1 endpoint, and the
     Collector's own metrics endpoint is switched off (``level: none``), so nothing
-    binds a wildcard address.
+    binds a wildcard address. The query service's self-tracing is off too: it would
+    export Jaeger's own spans to the default OTLP port, 127.0.0.1:4317, which may be
+    another test's collector (and stalls shutdown 10 s when nothing listens there).
     """
     return f"""\
 service:
@@ -140,6 +142,7 @@ extensions:
     http:
       endpoint: 127.0.0.1:{health}
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memstore
     http:

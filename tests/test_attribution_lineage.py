@@ -205,7 +205,8 @@ def test_deletion_error_blames_the_delete(tracer_provider, span_exporter):
     verdict = attribute(graph_of(span_exporter))
     assert (verdict.error_type, verdict.operation) == (ErrorType.DELETION, memory.ops["bad delete"])
     path = verdict.evidence_path
-    assert path[0] == "msg:D1:1@1" and memory.ops["bad delete"] in path and path[-1] == verdict.case.evaluation
+    assert path[0] == "msg:D1:1@1" and memory.ops["bad delete"] in path
+    assert path[-1] == verdict.case.evaluation
 
 
 def test_retrieval_error_when_the_store_holds_it(tracer_provider, span_exporter):

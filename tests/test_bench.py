@@ -68,26 +68,27 @@ def test_injector_breaks_the_answer_and_removing_it_restores_it(locomo: str, tmp
     usable = [o for o in outcomes if o.passed and o.source and o.source.dia_id in o.evidence]
     questions = {job.case_id(q): q for q in job.conversation.questions}
     for error_type in SYSTEMS[system].applicable:
-        broken = 0
-        for outcome in usable[:8]:
+        broken = None
+        for outcome in usable[:6]:
             qa = questions[outcome.case_id]
             fault = Fault(error_type, outcome.unit or "", outcome.source, f"{outcome.case_id}/x")
             args = (SYSTEMS[system], job.conversation, job.components, job.snapshots, job.final, qa, fault)
             faulty = inject(*args, seed=1, service="t")
-            control = inject(*args, seed=1, service="t", apply=False)
-            assert control.outcome.passed and control.fault_span is None
-            assert control.outcome.prediction == outcome.prediction
             if faulty.kept:
-                broken += 1
-                names = {r.span_id: r.attributes.get("memtrace.operation.category") for r in faulty.records}
-                assert names[faulty.fault_span["span_id"]] in CATEGORY_OF[error_type.value]
-        assert broken >= 1, f"{system}: no {error_type.value} fault broke an answer"
+                broken = faulty
+                break
+        assert broken is not None, f"{system}: no {error_type.value} fault broke an answer"
+        categories = {r.span_id: r.attributes.get("memtrace.operation.category") for r in broken.records}
+        assert categories[broken.fault_span["span_id"]] in CATEGORY_OF[error_type.value]
+        control = inject(*args, seed=1, service="t", apply=False)
+        assert control.outcome.passed and control.fault_span is None
+        assert control.outcome.prediction == outcome.prediction
 
 
 def test_build_is_reproducible_and_seed_sensitive(locomo: str, tmp_path: Path) -> None:
     def labels(out: str, seed: int) -> str:
         config = quick_config(out, seed)
-        config.systems = ["rag", "episodic"]
+        config.systems = ["rag"]
         build(config)
         return (Path(out) / "labels.jsonl").read_text().replace(out, "")
 

@@ -15,6 +15,7 @@ from test_llm_graphs import (
     first_case,
     many_questions,
     op_named,
+    retrieval_miss,
     traced_graph,
 )
 
@@ -90,6 +91,17 @@ def test_oracle_follows_the_life_of_a_deleted_unit() -> None:
     assert result.failure_reason is None
     assert result.operation == forget and result.error_type is ErrorType.DELETION
     assert "life of mem:1" in shown and "(deleted)" in shown
+
+
+def test_walk_goes_on_from_the_query_side_when_the_evidence_lineage_ends() -> None:
+    G = traced_graph(retrieval_miss)
+    search = op_named(G, "search q1")
+    hints = {QUESTION: (OperationIndex(G).alias(search), "RetrievalError")}
+    with ScriptedOpenAIServer(OraclePolicy(hints)) as server:
+        result = agent(server).attribute(G, first_case(G))
+        states = [r["messages"][-1]["content"] for r in server.requests]
+    assert any("Frontier (expand next, earliest first): query:q1@1, ctx:q1@1" in s for s in states)
+    assert result.operation == search and result.error_type is ErrorType.RETRIEVAL
 
 
 def test_retrieval_verdict_is_refused_until_memory_units_were_followed() -> None:

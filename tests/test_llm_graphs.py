@@ -83,6 +83,17 @@ def deletion_loss(mt: MemoryTracer) -> None:
     _ask(mt, [park], QUESTION, GOLD, PREDICTION, ["D1:1"], "q1")
 
 
+def retrieval_miss(mt: MemoryTracer) -> None:
+    """The dated unit is stored right but never retrieved: a RetrievalError at ``search q1``."""
+    with mt.operation("extract", Category.EXTRACTION) as op:
+        op.read("msg:D1:1", content=DATED_MESSAGE, kind="message")
+        op.write("mem:1", "Caroline adopted Max in May 2023", kind="memory_unit")
+    with mt.operation("extract more", Category.EXTRACTION) as op:
+        op.read("msg:D1:2", content="Melanie: Max barks a lot", kind="message")
+        noise = op.write("mem:2", "Max barks a lot", kind="memory_unit")
+    _ask(mt, [noise], QUESTION, GOLD, PREDICTION, ["D1:1"], "q1")
+
+
 def many_questions(mt: MemoryTracer) -> None:
     """Three failed questions over one store (for batches)."""
     extraction_loss(mt)

@@ -10,7 +10,8 @@ import pytest
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.graph.query import evaluations, operations, producer_of
 from memtrace_otel.systems import SYSTEMS, TracedRun, load_conversation, offline_components
-from memtrace_otel.systems.locomo import conversation_ids
+from memtrace_otel.systems.interfaces import ContextItem, Sentence
+from memtrace_otel.systems.locomo import Turn, conversation_ids
 from memtrace_otel.systems.offline import (
     ExtractiveAnswerer,
     F1Judge,
@@ -18,8 +19,6 @@ from memtrace_otel.systems.offline import (
     RuleExtractor,
     load_wordllama,
 )
-from memtrace_otel.systems.interfaces import ContextItem, Sentence
-from memtrace_otel.systems.locomo import Turn
 
 
 def test_loader_reads_sessions_questions_and_splits_bad_evidence(locomo: str) -> None:
@@ -36,7 +35,7 @@ def test_loader_reads_sessions_questions_and_splits_bad_evidence(locomo: str) ->
 
 def test_loader_names_a_broken_file(tmp_path) -> None:
     (tmp_path / "x.json").write_text("{broken")
-    with pytest.raises(ValueError, match="x.json: not JSON"):
+    with pytest.raises(ValueError, match=r"x\.json: not JSON"):
         load_conversation("x", str(tmp_path))
 
 

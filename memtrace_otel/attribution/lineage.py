@@ -114,7 +114,7 @@ class _Carrying:
             return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
         # so a truncated variable carries what its producer read.
-        if len(index.content(variable) or "") < int(index.data(variable).get("size") or 0):
+        if _truncated(index, variable):
             producer = index.producer(variable)
             return producer is not None and any(self(v) for v in index.inputs(producer))
         return False
@@ -163,8 +163,9 @@ def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
         return [], False
     info = critical_information(case.gold, case.question)
     index = graph_index(G)
-    holding = [m for m in ranked[:_RANKED_EVIDENCE]
-               if info.carried_by(index.tokens(m), threshold=0.5)]
+    holding = [
+        m for m in ranked[:_RANKED_EVIDENCE] if info.carried_by(index.tokens(m), threshold=0.5)
+    ]
     return (holding or ranked[:1]), False
 
 
@@ -220,15 +221,26 @@ def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
 def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
     category = index.category(op)
     if category == "generation":
-        return Verdict(
+        verdict = Verdict(
             op, ErrorType.RESPONSE, f"its context {carrier} held the information", carrier
         )
-    return Verdict(
-        op,
-        ErrorType.RETRIEVAL,
-        f"{carrier} held the information but the retrieved context does not",
-        carrier,
-    )
+    else:
+        verdict = Verdict(
+            op,
+            ErrorType.RETRIEVAL,
+            f"{carrier} held the information but the retrieved context does not",
+            carrier,
+        )
+    if _truncated(index, carrier):
+        # Presence was inferred from what the producer read, not seen: the cut-off part of
+        # the content might not hold it (a reranker that dropped it looks the same).
+        verdict.confidence = 0.6
+        verdict.why += " (inferred: its captured content is truncated)"
+    return verdict
+
+
+def _truncated(index: GraphIndex, variable: str) -> bool:
+    return len(index.content(variable) or "") < int(index.data(variable).get("size") or 0)
 
 
 def _forward(case: _Case, carries: _Carrying) -> tuple[list[str], list[str]]:
@@ -312,12 +324,15 @@ def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
     _, drops = carries.forward()
     # Extraction is a role: among ops that read the fact and wrote none of it, those whose job is
     # to carry content into memory come first (a boundary detector writes no content by design).
-    candidates = sorted(drops, key=lambda op: (_EXTRACTION_ROLES.get(index.category(op), 2),
-                                               index.order(op)))
+    candidates = sorted(
+        drops, key=lambda op: (_EXTRACTION_ROLES.get(index.category(op), 2), index.order(op))
+    )
     if not candidates:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
-    why = f"it read {read} but wrote nothing that holds the information, and no memory unit ever did"
+    why = (
+        f"it read {read} but wrote nothing that holds the information, and no memory unit ever did"
+    )
     return Verdict(candidates[0], ErrorType.EXTRACTION, why, read, alternatives=candidates[1:])
 
 
@@ -329,8 +344,13 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
     """The verdict for one evidence message's information."""
     index = case.index
     content = index.content(evidence)
-    info = critical_information(failure.gold, failure.question, content if content else None,
-                                idf=index.idf, specific=index.specific)
+    info = critical_information(
+        failure.gold,
+        failure.question,
+        content if content else None,
+        idf=index.idf,
+        specific=index.specific,
+    )
     structural = case.structural or not info
     carries = _Carrying(case, evidence, info, structural=structural)
     verdict = _read_side(case, carries) or _write_side(case, carries)
@@ -340,7 +360,7 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
     if structural:
         verdict.confidence = 0.35
     elif info.source != "gold":
-        verdict.confidence = 0.7
+        verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
 
 

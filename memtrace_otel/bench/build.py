@@ -214,7 +214,8 @@ def _jobs(config: BuildConfig) -> list[tuple[BuildConfig, str, str]]:
     return [(config, s, c) for s in ordered for c in conversations]
 
 
-def build(config: BuildConfig, progress: Callable[[JobResult, int, int], None] | None = None) -> dict[str, Any]:
+def build(config: BuildConfig,
+          progress: Callable[[JobResult, int, int], None] | None = None) -> dict[str, Any]:
     """Build the benchmark into ``config.out``; the manifest it wrote."""
     started = time.perf_counter()
     jobs = _jobs(config)

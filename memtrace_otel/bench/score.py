@@ -13,7 +13,7 @@ import os
 import time
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import networkx as nx

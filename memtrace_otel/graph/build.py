@@ -31,6 +31,7 @@ from memtrace_otel.instrument.operation import parse_descriptor
 from memtrace_otel.instrument.variables import split_variable_id
 from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.readers import gc_paused
 
 __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
 
@@ -57,8 +58,12 @@ def operation_node_id(trace_id: str, span_id: str) -> str:
 def _strings(value: Any, key: str, span: SpanRecord, problems: list[Problem]) -> list[str]:
     if value is None:
         return []
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
+    if type(value) is list:
+        for item in value:
+            if type(item) is not str:
+                break
+        else:
+            return value
     problems.append(Problem(span.source, f"span {span.span_id}: {key} is not a list of strings; ignored"))
     return []
 
@@ -107,20 +112,29 @@ def _operation_attributes(span: SpanRecord, category: Category) -> dict[str, Any
 
 
 class _Builder:
-    """Accumulates one graph; not thread-safe (one builder per build)."""
+    """Accumulates one graph; not thread-safe (one builder per build).
+
+    Nodes and edges are collected in plain dicts and lists and handed to networkx
+    in bulk at the end: per-call ``add_node``/``add_edge`` cost more than the
+    whole rest of the build.
+    """
 
     def __init__(self, content: ContentLookup | None) -> None:
-        self.graph = nx.DiGraph(problems=[], missing_traces=set())
-        self.problems: list[Problem] = self.graph.graph["problems"]
+        self.problems: list[Problem] = []
         self.content = content
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.edges: dict[tuple[str, str], str] = {}
         self.span_ops: set[tuple[str, str]] = set()
         self.links: list[tuple[str, str]] = []  # producers the operations linked to
 
-    def touch(self, variable_id: str) -> None:
-        if variable_id not in self.graph:
+    def touch(self, variable_id: str) -> dict[str, Any]:
+        data = self.nodes.get(variable_id)
+        if data is None:
             name, version = split_variable_id(variable_id)
-            self.graph.add_node(variable_id, type="variable", bipartite=0, name=name, version=version,
-                                kind="other", hash="", size=0, content=None, deleted=False)
+            data = self.nodes[variable_id] = {
+                "type": "variable", "bipartite": 0, "name": name, "version": version,
+                "kind": "other", "hash": "", "size": 0, "content": None, "deleted": False}
+        return data
 
     def describe(self, descriptor: Any, content: Any, span: SpanRecord) -> None:
         parsed = parse_descriptor(descriptor)
@@ -129,8 +143,7 @@ class _Builder:
                                                       f"{MemTrace.VARIABLES} entry {str(descriptor)[:80]!r}"))
             return
         variable_id, kind, size, digest = parsed
-        self.touch(variable_id)
-        data = self.graph.nodes[variable_id]
+        data = self.touch(variable_id)
         if not data["hash"]:
             data.update(kind=kind, size=size, hash=digest)
         if data["content"] is None and isinstance(content, str):
@@ -142,28 +155,25 @@ class _Builder:
             return  # not a memory operation: ordinary application spans stay out of the graph
         node = operation_node_id(span.trace_id, span.span_id)
         self.span_ops.add((span.trace_id, span.span_id))
-        a, problems, graph = span.attributes, self.problems, self.graph
-        graph.add_node(node, **_operation_attributes(span, category))
+        a, problems, edges, touch = span.attributes, self.problems, self.edges, self.touch
+        data = self.nodes[node] = _operation_attributes(span, category)
         for variable_id in _strings(a.get(MemTrace.INPUTS), MemTrace.INPUTS, span, problems):
-            self.touch(variable_id)
-            graph.add_edge(variable_id, node, role="input")
+            touch(variable_id)
+            edges[(variable_id, node)] = "input"
         for variable_id in _strings(a.get(MemTrace.OUTPUTS), MemTrace.OUTPUTS, span, problems):
-            self.touch(variable_id)
-            graph.add_edge(node, variable_id, role="output")
+            touch(variable_id)
+            edges[(node, variable_id)] = "output"
         descriptors = _strings(a.get(MemTrace.VARIABLES), MemTrace.VARIABLES, span, problems)
         contents = _column(a, MemTrace.VARIABLE_CONTENTS, len(descriptors), None)
         for descriptor, content in zip(descriptors, contents, strict=True):
             self.describe(descriptor, content, span)
         for deleted in _strings(a.get(MemTrace.DELETED), MemTrace.DELETED, span, problems):
-            if deleted in graph:
-                graph.nodes[deleted]["deleted"] = True
-        self.links.extend((link.trace_id, link.span_id) for link in span.links)
-        self._add_steps(node, span)
-
-    def _add_steps(self, node: str, span: SpanRecord) -> None:
-        steps = [e for e in span.events if e.name == MemTraceEvent.STEP]
+            touch(deleted)["deleted"] = True
+        if span.links:
+            self.links.extend((link.trace_id, link.span_id) for link in span.links)
+        steps = [e for e in span.events if e.name == MemTraceEvent.STEP] if span.events else None
         if steps:
-            self.graph.nodes[node]["steps"] = [
+            data["steps"] = [
                 {"name": e.attributes.get(MemTraceStep.NAME, ""),
                  "inputs": list(e.attributes.get(MemTraceStep.INPUTS) or ()),
                  "outputs": list(e.attributes.get(MemTraceStep.OUTPUTS) or ())}
@@ -171,50 +181,71 @@ class _Builder:
             ]
 
     def finish(self) -> nx.DiGraph:
-        graph = self.graph
+        nodes = self.nodes
         # A link to a span that is not here means its trace was not read: the trace backend
         # can be asked for it (Jaeger keeps links as references, without their attributes).
-        graph.graph["missing_traces"].update(
-            trace_id for trace_id, span_id in self.links if (trace_id, span_id) not in self.span_ops)
+        missing = {trace_id for trace_id, span_id in self.links if (trace_id, span_id) not in self.span_ops}
         if self.content is not None:
-            for variable_id, data in graph.nodes(data=True):
+            for variable_id, data in nodes.items():
                 if data["type"] == "variable" and data["content"] is None:
                     data["content"] = self.content(variable_id)
         self._order_operations()
         self._version_edges()
+        self.graph = graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
+        graph.add_nodes_from(nodes.items())
+        graph.add_edges_from((u, v, {"role": role}) for (u, v), role in self.edges.items())
         self._break_cycles()
         return graph
 
     def _order_operations(self) -> None:
-        ops = [(d["start"], d["trace_id"], d["span_id"], n) for n, d in self.graph.nodes(data=True)
+        ops = [(d["start"], d["trace_id"], d["span_id"], n) for n, d in self.nodes.items()
                if d["type"] == "operation"]
         for order, (*_, op_node) in enumerate(sorted(ops)):
-            self.graph.nodes[op_node]["order"] = order
+            self.nodes[op_node]["order"] = order
 
     def _version_edges(self) -> None:
         versions: dict[str, list[int]] = defaultdict(list)
-        for data in self.graph.nodes.values():
+        for data in self.nodes.values():
             if data["type"] == "variable":
                 versions[data["name"]].append(data["version"])
         for name, found in versions.items():
-            found.sort()
-            for before, after in pairwise(found):
-                self.graph.add_edge(f"{name}@{before}", f"{name}@{after}", role="version")
+            if len(found) > 1:
+                found.sort()
+                for before, after in pairwise(found):
+                    self.edges.setdefault((f"{name}@{before}", f"{name}@{after}"), "version")
 
     def _break_cycles(self) -> None:
         # A lineage cycle means some span lied about versions; cut the edge that closes it,
-        # report it, and keep the rest usable (attribution needs a DAG).
+        # report it, and keep the rest usable (attribution needs a DAG). The common case, no
+        # cycle, is one linear pass over the edge list; only nodes left on cycles are searched.
+        remaining = _nodes_on_or_after_cycles(self.edges)
         for _ in range(_MAX_CYCLE_REPAIRS):
-            try:
-                cycle = nx.find_cycle(self.graph)
-            except nx.NetworkXNoCycle:
+            if not remaining:
                 return
+            cycle = nx.find_cycle(self.graph.subgraph(remaining))
             source, target = cycle[-1][0], cycle[-1][1]
             op = source if source.startswith("op:") else target
             where = self.graph.nodes[op].get("source", "?") if op in self.graph else "?"
             self.problems.append(Problem(where, f"lineage cycle {' -> '.join(e[0] for e in cycle)}; "
                                                 f"edge {source} -> {target} dropped"))
             self.graph.remove_edge(source, target)
+            remaining = _nodes_on_or_after_cycles(dict.fromkeys(self.graph.subgraph(remaining).edges))
+
+
+def _nodes_on_or_after_cycles(edges: Iterable[tuple[str, str]]) -> set[str]:
+    """Nodes Kahn's algorithm cannot order: empty exactly when the edges form a DAG."""
+    successors: dict[str, list[str]] = defaultdict(list)
+    indegree: dict[str, int] = defaultdict(int)
+    for source, target in edges:
+        successors[source].append(target)
+        indegree[target] += 1
+    ready = [node for node in successors if indegree[node] == 0]
+    while ready:
+        for child in successors.get(ready.pop(), ()):
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                ready.append(child)
+    return {node for node, degree in indegree.items() if degree > 0}
 
 
 def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None) -> nx.DiGraph:
@@ -248,6 +279,7 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
     'facts'
     """
     builder = _Builder(content)
-    for span in spans:
-        builder.add_span(span)
-    return builder.finish()
+    with gc_paused():
+        for span in spans:
+            builder.add_span(span)
+        return builder.finish()

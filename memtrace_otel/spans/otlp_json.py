@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,10 @@ MAX_ATTRIBUTE_CHARS = 1 << 20
 
 _STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET",
                  "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+
+
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_ZEROS = {16: "0" * 16, 32: "0" * 32}
 
 
 class MalformedSpan(ValueError):
@@ -41,6 +46,8 @@ def normalise_id(raw: Any, length: int) -> str:
     >>> normalise_id("00000000000000000000000000000001", 32)
     '00000000000000000000000000000001'
     """
+    if type(raw) is str and len(raw) == length and _HEX.fullmatch(raw) and raw != _ZEROS[length]:
+        return raw.lower()  # the common case, OTLP/JSON hex, in one C-level check
     if not isinstance(raw, str) or not raw:
         raise MalformedSpan(f"id {raw!r} is not a string")
     if len(raw) == length:
@@ -62,22 +69,30 @@ def normalise_id(raw: Any, length: int) -> str:
 
 
 def any_value(value: Any) -> Any:
-    """Python value of an OTLP ``AnyValue``."""
+    """Python value of an OTLP ``AnyValue``.
+
+    >>> any_value({"intValue": "7"})
+    7
+    """
     if not isinstance(value, dict):
         return value
-    for key, convert in _VALUE_FIELDS:
-        if key in value:
-            return convert(value[key])
+    # One key per AnyValue: look it up rather than trying every field (hot loop).
+    for key, raw in value.items():
+        convert = _CONVERTERS.get(key)
+        if convert is not None:
+            return convert(raw)
     return None
 
 
-def _int(raw: Any) -> int:
-    return int(raw)
-
-
 def _array(raw: Any) -> list[Any]:
-    values = raw.get("values", []) if isinstance(raw, dict) else []
-    return [any_value(v) for v in values]
+    values = raw.get("values") if isinstance(raw, dict) else None
+    if not isinstance(values, list):
+        return []
+    result = []
+    for value in values:
+        text = value.get("stringValue") if type(value) is dict else None
+        result.append(text if type(text) is str else any_value(value))
+    return result
 
 
 def _kvlist(raw: Any) -> dict[str, Any]:
@@ -85,12 +100,12 @@ def _kvlist(raw: Any) -> dict[str, Any]:
     return key_values(values)
 
 
-_VALUE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("stringValue", str), ("intValue", _int), ("boolValue", bool), ("doubleValue", float),
-    ("arrayValue", _array), ("kvlistValue", _kvlist), ("bytesValue", str),
-    ("string_value", str), ("int_value", _int), ("bool_value", bool), ("double_value", float),
-    ("array_value", _array), ("kvlist_value", _kvlist), ("bytes_value", str),
-)
+_CONVERTERS: dict[str, Any] = {
+    "stringValue": str, "intValue": int, "boolValue": bool, "doubleValue": float,
+    "arrayValue": _array, "kvlistValue": _kvlist, "bytesValue": str,
+    "string_value": str, "int_value": int, "bool_value": bool, "double_value": float,
+    "array_value": _array, "kvlist_value": _kvlist, "bytes_value": str,
+}
 
 
 def key_values(items: Any) -> dict[str, Any]:
@@ -99,8 +114,23 @@ def key_values(items: Any) -> dict[str, Any]:
         return {}
     result: dict[str, Any] = {}
     for item in items:
-        if isinstance(item, dict) and isinstance(item.get("key"), str):
-            result[item["key"]] = any_value(item.get("value"))
+        if type(item) is not dict:
+            continue
+        key = item.get("key")
+        if type(key) is not str:
+            continue
+        value = item.get("value")
+        if type(value) is dict:
+            # Fast paths for what memory spans are made of: strings and arrays of strings.
+            text = value.get("stringValue")
+            if type(text) is str:
+                result[key] = text
+                continue
+            array = value.get("arrayValue")
+            if array is not None:
+                result[key] = _array(array)
+                continue
+        result[key] = any_value(value)
     return result
 
 
@@ -118,13 +148,15 @@ def _truncate_long(attributes: dict[str, Any], where: str, problems: list[Proble
                                            f"{MAX_ATTRIBUTE_CHARS:,} chars; truncated"))
 
 
-def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem]) -> SpanRecord:
+def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem],
+          check_long: bool = True) -> SpanRecord:
     trace_id = normalise_id(_get(raw, "traceId", "trace_id"), 32)
     span_id = normalise_id(_get(raw, "spanId", "span_id"), 16)
     parent_raw = _get(raw, "parentSpanId", "parent_span_id")
     parent = normalise_id(parent_raw, 16) if parent_raw else ""
     attributes = key_values(raw.get("attributes"))
-    _truncate_long(attributes, where, problems)
+    if check_long:
+        _truncate_long(attributes, where, problems)
     events = [
         SpanEvent(str(e.get("name", "")), int(_get(e, "timeUnixNano", "time_unix_nano") or 0),
                   key_values(e.get("attributes")))
@@ -157,9 +189,13 @@ def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem]
 
 
 def records_from_traces_data(
-    document: Any, where: str, problems: list[Problem]
+    document: Any, where: str, problems: list[Problem], *, check_long: bool = True
 ) -> Iterator[SpanRecord]:
-    """Spans of one ``TracesData`` object; a malformed span is reported and skipped."""
+    """Spans of one ``TracesData`` object; a malformed span is reported and skipped.
+
+    ``check_long=False`` skips looking for over-long attributes, for callers that know
+    the document's text was shorter than :data:`MAX_ATTRIBUTE_CHARS`.
+    """
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
         document = document["result"]  # Jaeger's /api/v3 wraps TracesData in {"result": ...}
     resource_spans = _get(document, "resourceSpans", "resource_spans") if isinstance(document, dict) else None
@@ -183,14 +219,15 @@ def records_from_traces_data(
                 problems.append(Problem(where, "scopeSpans entry has no spans list"))
                 continue
             for raw in spans:
-                yield from _checked_span(raw, service, where, problems)
+                yield from _checked_span(raw, service, where, problems, check_long)
 
 
-def _checked_span(raw: Any, service: str, where: str, problems: list[Problem]) -> Iterator[SpanRecord]:
+def _checked_span(raw: Any, service: str, where: str, problems: list[Problem],
+                  check_long: bool) -> Iterator[SpanRecord]:
     try:
         if not isinstance(raw, dict):
             raise MalformedSpan("span is not an object")
-        yield _span(raw, service, where, problems)
+        yield _span(raw, service, where, problems, check_long)
     except (MalformedSpan, TypeError, ValueError, AttributeError, OverflowError) as error:
         name = raw.get("name", "?") if isinstance(raw, dict) else "?"
         problems.append(Problem(where, f"span {str(name)[:80]!r} skipped: {error}"))

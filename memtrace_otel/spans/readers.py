@@ -7,17 +7,42 @@ Duplicate spans (same trace and span id) are kept once.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from memtrace_otel.spans.jaeger_json import records_from_jaeger
 from memtrace_otel.spans.model import Problem, SpanRecord
-from memtrace_otel.spans.otlp_json import records_from_traces_data
+from memtrace_otel.spans.otlp_json import MAX_ATTRIBUTE_CHARS, records_from_traces_data
 
-__all__ = ["SpanReadResult", "read_span_files", "records_from_document"]
+try:  # orjson parses OTLP/JSON several times faster; the json module is the fallback
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _loads = json.loads
+
+__all__ = ["SpanReadResult", "gc_paused", "read_span_files", "records_from_document"]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a bulk load.
+
+    Spans and graph nodes are millions of small acyclic containers; with the
+    collector on, each allocation burst rescans the growing heap, which made
+    reading 100k spans several times slower than parsing them. Nothing built
+    here forms a reference cycle, so nothing is leaked while it is paused.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class SpanReadResult:
@@ -40,11 +65,18 @@ class SpanReadResult:
             spans.append(record)
 
 
-def records_from_document(document: Any, where: str, problems: list[Problem]) -> Iterator[SpanRecord]:
-    """Spans of one parsed JSON document, OTLP or Jaeger, chosen by its shape."""
+def records_from_document(
+    document: Any, where: str, problems: list[Problem], *, text_length: int | None = None
+) -> Iterator[SpanRecord]:
+    """Spans of one parsed JSON document, OTLP or Jaeger, chosen by its shape.
+
+    ``text_length``, the length of the JSON text, lets short documents skip the
+    search for over-long attributes.
+    """
     if isinstance(document, dict) and "data" in document and "resourceSpans" not in document:
         return records_from_jaeger(document, where, problems)
-    return records_from_traces_data(document, where, problems)
+    check_long = text_length is None or text_length > MAX_ATTRIBUTE_CHARS
+    return records_from_traces_data(document, where, problems, check_long=check_long)
 
 
 def _open(path: str) -> TextIO:
@@ -63,13 +95,13 @@ def _read_lines(path: str, handle: TextIO, result: SpanReadResult) -> None:
                 continue
             where = f"{path}:{line_number}"
             try:
-                document = json.loads(line)
+                document = _loads(line)
             except ValueError as error:
                 if first_error is None and not result.spans:
                     first_error = (line_number, str(error))
                 problems.append(Problem(where, f"invalid JSON ({error}); line skipped"))
                 continue
-            result.add(records_from_document(document, where, problems))
+            result.add(records_from_document(document, where, problems, text_length=len(line)))
     except (OSError, EOFError) as error:
         problems.append(Problem(f"{path}:{line_number + 1}", f"file is truncated or unreadable: {error}"))
 
@@ -102,7 +134,7 @@ def _looks_like_one_document(head: str) -> bool:
 def _read_document(path: str, handle: TextIO, result: SpanReadResult) -> None:
     text = handle.read()
     try:
-        document = json.loads(text)
+        document = json.loads(text)  # the json module's errors carry the line number
     except ValueError as error:
         line = getattr(error, "lineno", 1)
         result.problems.append(Problem(f"{path}:{line}", f"invalid JSON document ({error}); "
@@ -119,8 +151,9 @@ def read_span_files(paths: Iterable[str | os.PathLike[str]]) -> SpanReadResult:
     Directories are expanded to the ``.json``, ``.jsonl`` and ``.gz`` files in them.
     """
     result = SpanReadResult()
-    for path in _expand(paths):
-        _read_file(path, result)
+    with gc_paused():
+        for path in _expand(paths):
+            _read_file(path, result)
     return result
 
 

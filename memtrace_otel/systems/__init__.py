@@ -3,8 +3,8 @@
 from memtrace_otel.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun, Unit
 from memtrace_otel.systems.episodic import EpisodicSystem
 from memtrace_otel.systems.interfaces import (
-    AnswerResult,
     Answerer,
+    AnswerResult,
     Components,
     ContextItem,
     Embedder,

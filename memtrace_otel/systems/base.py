@@ -191,7 +191,8 @@ class MemorySystem(abc.ABC):
     def read_unit(self, op: Operation, unit: Unit) -> Variable:
         return op.read_record(unit.metadata, content=unit.content, name=unit.name)
 
-    def update_unit(self, op: Operation, unit: Unit, sentences: list[Sentence], note: str | None = None) -> None:
+    def update_unit(self, op: Operation, unit: Unit, sentences: list[Sentence],
+                    note: str | None = None) -> None:
         before = self.read_unit(op, unit)
         unit.sentences = list(sentences)
         if note is not None:

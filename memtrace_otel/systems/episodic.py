@@ -11,6 +11,8 @@ overlap. Episodes are never deleted, so DeletionError does not apply.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from memtrace_otel.attribution.base import ErrorType
 from memtrace_otel.instrument import Operation, Variable
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
@@ -24,7 +26,9 @@ __all__ = ["EpisodicSystem"]
 class EpisodicSystem(MemorySystem):
     name = "episodic"
     applicable = (ErrorType.EXTRACTION, ErrorType.UPDATE, ErrorType.RETRIEVAL, ErrorType.RESPONSE)
-    not_applicable = {ErrorType.DELETION.value: "episode memories are never deleted"}
+    not_applicable: ClassVar[dict[str, str]] = {
+        ErrorType.DELETION.value: "episode memories are never deleted",
+    }
     min_episode, max_episode = 4, 8
     link_threshold = 0.25
     wide_k, top_k = 12, 4

@@ -9,6 +9,8 @@ done by the trim (update) operation, so DeletionError does not apply either.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from memtrace_otel.attribution.base import ErrorType
 from memtrace_otel.instrument import Variable
 from memtrace_otel.semconv import Category, GenAIOperation
@@ -23,7 +25,7 @@ __all__ = ["LongContextSystem"]
 class LongContextSystem(MemorySystem):
     name = "long-context"
     applicable = (ErrorType.UPDATE, ErrorType.RETRIEVAL, ErrorType.RESPONSE)
-    not_applicable = {
+    not_applicable: ClassVar[dict[str, str]] = {
         ErrorType.EXTRACTION.value: "messages enter the window verbatim: there is no extraction step",
         ErrorType.DELETION.value: "units leave the window only by trimming, which is the update operation",
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from memtrace_otel.attribution.base import ErrorType
-from memtrace_otel.instrument import Operation, Variable
+from memtrace_otel.instrument import Variable
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 from memtrace_otel.systems.base import MemorySystem, Unit
 from memtrace_otel.systems.interfaces import Sentence

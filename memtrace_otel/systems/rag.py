@@ -8,6 +8,8 @@ do not apply.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from memtrace_otel.attribution.base import ErrorType
 from memtrace_otel.instrument import Variable
 from memtrace_otel.semconv import Category, GenAI, GenAIOperation
@@ -22,7 +24,7 @@ __all__ = ["RAGSystem"]
 class RAGSystem(MemorySystem):
     name = "rag"
     applicable = (ErrorType.EXTRACTION, ErrorType.RETRIEVAL, ErrorType.RESPONSE)
-    not_applicable = {
+    not_applicable: ClassVar[dict[str, str]] = {
         ErrorType.UPDATE.value: "chunks are written once and never updated",
         ErrorType.DELETION.value: "chunks are never deleted",
     }

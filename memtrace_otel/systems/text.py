@@ -22,19 +22,27 @@ __all__ = [
     "words",
 ]
 
-STOPWORDS = frozenset("""
-a an the and or but if of at by for with about against between into through during before after
-above below to from up down in out on off over under again further then once here there when where
-why how all any both each few more most other some such no nor not only own same so than too very
-s t can will just don should now i me my myself we our ours ourselves you your yours yourself he him
-his himself she her hers herself it its itself they them their theirs themselves what which who whom
-this that these those am is are was were be been being have has had having do does did doing would
-could ought i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd she'd
-we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't haven't hadn't
-doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't mustn't let's that's
-who's what's here's there's when's where's why's how's yeah yes oh wow hey hi really also got get
-like know think thanks thank much lot great good so been going go gonna did one things thing
-""".split())
+STOPWORDS = frozenset([
+    'a', 'an', 'the', 'and', 'or', 'but', 'if', 'of', 'at', 'by', 'for', 'with', 'about', 'against',
+    'between', 'into', 'through', 'during', 'before', 'after', 'above', 'below', 'to', 'from', 'up',
+    'down', 'in', 'out', 'on', 'off', 'over', 'under', 'again', 'further', 'then', 'once', 'here',
+    'there', 'when', 'where', 'why', 'how', 'all', 'any', 'both', 'each', 'few', 'more', 'most',
+    'other', 'some', 'such', 'no', 'nor', 'not', 'only', 'own', 'same', 'so', 'than', 'too', 'very',
+    's', 't', 'can', 'will', 'just', 'don', 'should', 'now', 'i', 'me', 'my', 'myself', 'we', 'our',
+    'ours', 'ourselves', 'you', 'your', 'yours', 'yourself', 'he', 'him', 'his', 'himself', 'she',
+    'her', 'hers', 'herself', 'it', 'its', 'itself', 'they', 'them', 'their', 'theirs',
+    'themselves', 'what', 'which', 'who', 'whom', 'this', 'that', 'these', 'those', 'am', 'is',
+    'are', 'was', 'were', 'be', 'been', 'being', 'have', 'has', 'had', 'having', 'do', 'does',
+    'did', 'doing', 'would', 'could', 'ought', "i'm", "you're", "he's", "she's", "it's", "we're",
+    "they're", "i've", "you've", "we've", "they've", "i'd", "you'd", "he'd", "she'd", "we'd",
+    "they'd", "i'll", "you'll", "he'll", "she'll", "we'll", "they'll", "isn't", "aren't", "wasn't",
+    "weren't", "hasn't", "haven't", "hadn't", "doesn't", "don't", "didn't", "won't", "wouldn't",
+    "shan't", "shouldn't", "can't", 'cannot', "couldn't", "mustn't", "let's", "that's", "who's",
+    "what's", "here's", "there's", "when's", "where's", "why's", "how's", 'yeah', 'yes', 'oh',
+    'wow', 'hey', 'hi', 'really', 'also', 'got', 'get', 'like', 'know', 'think', 'thanks', 'thank',
+    'much', 'lot', 'great', 'good', 'so', 'been', 'going', 'go', 'gonna', 'did', 'one', 'things',
+    'thing',
+])
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
