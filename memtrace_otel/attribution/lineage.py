@@ -124,6 +124,11 @@ class _Carrying:
             self._forward = _forward(self.case, self)
         return self._forward
 
+    def lineage_stored(self) -> list[str]:
+        """Stored carriers on the evidence's own lineage (reached forward from it)."""
+        index, when = self.case.index, self.case.query_time
+        return [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+
     def stored(self) -> list[str]:
         """Memory variables (any version, written before the question) that carry the information.
 
@@ -185,7 +190,12 @@ def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> in
 def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
-    alive = _alive_carrier(case, carries)
+    alive = _alive_carrier(case, carries, carries.lineage_stored())
+    if alive is None and not _losses(case, carries, carries.lineage_stored()):
+        # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
+        # only when nothing on the evidence's own lineage was lost before: the earliest
+        # faulty operation wins.
+        alive = _alive_carrier(case, carries, carries.stored())
     chain = sorted(
         (
             op
@@ -270,21 +280,21 @@ def _forward(case: _Case, carries: _Carrying) -> tuple[list[str], list[str]]:
     return carriers, drops
 
 
-def _alive_carrier(case: _Case, carries: _Carrying) -> str | None:
+def _alive_carrier(case: _Case, carries: _Carrying, pool: list[str]) -> str | None:
     """A memory variable that carries the information and is current when the question is asked."""
     index = case.index
-    for variable in carries.stored():
+    for variable in pool:
         current = index.state_at(index.data(variable)["name"], case.query_time)
         if current is not None and carries(current):
             return current
     return None
 
 
-def _losses(case: _Case, carries: _Carrying) -> list[tuple[str, str, str]]:
+def _losses(case: _Case, carries: _Carrying, pool: list[str]) -> list[tuple[str, str, str]]:
     """(op, before, after) for each stored carrier whose next version no longer carries."""
     index = case.index
     found = []
-    for variable in carries.stored():
+    for variable in pool:
         versions = index.versions(index.data(variable)["name"])
         position = versions.index(variable)
         if position + 1 >= len(versions):
@@ -311,7 +321,9 @@ def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
-    losses = _losses(case, carries)
+    losses = _losses(case, carries, carries.lineage_stored()) or _losses(
+        case, carries, carries.stored()
+    )
     if losses:
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]

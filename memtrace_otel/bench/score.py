@@ -13,7 +13,7 @@ import os
 import time
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -21,11 +21,14 @@ import networkx as nx
 from memtrace_otel.attribution.base import Attribution, Engine, ErrorType, FailureCase, create_engine
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.graph.query import failed_evaluations
+from memtrace_otel.semconv import EvaluationSignal
 from memtrace_otel.spans.readers import read_span_files
 
 __all__ = [
     "CaseResult",
+    "SIGNALS",
     "GraphCache",
+    "degrade_case",
     "find_case_evaluation",
     "load_labels",
     "score_case",
@@ -119,8 +122,39 @@ def find_case_evaluation(G: nx.DiGraph, case_id: str) -> str | None:
     return None
 
 
-def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any]) -> CaseResult:
-    """Run ``engine`` on one labelled case of ``G`` and compare with the label."""
+SIGNALS = tuple(s.value for s in EvaluationSignal)
+
+
+def degrade_case(case: FailureCase, signal: str) -> FailureCase:
+    """``case`` as it would look with a poorer failure signal than a gold answer.
+
+    Production rarely has gold answers; scoring the same cases with less
+    information measures how much each signal costs (``--signal``):
+
+    * ``correction``: the user's correction plays the gold's role, but names no evidence;
+    * ``judge``: a fail verdict with a generic explanation: no gold, no evidence;
+    * ``feedback``: a thumbs-down on the question: nothing but question and prediction.
+
+    >>> c = degrade_case(FailureCase("op:x", question="q", gold="g", evidence=["D1:1"]), "judge")
+    >>> (c.gold, c.evidence, c.signal)
+    (None, [], 'judge')
+    """
+    signal = EvaluationSignal(signal).value
+    if signal == EvaluationSignal.GOLD:
+        return case
+    degraded = replace(case, evidence=[], signal=signal)
+    if signal == EvaluationSignal.JUDGE:
+        degraded.gold = None
+        degraded.explanation = f"The answer {case.prediction!r} is not supported by the conversation."
+    elif signal == EvaluationSignal.FEEDBACK:
+        degraded.gold = None
+        degraded.explanation = None
+    return degraded
+
+
+def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any], *,
+               signal: str = EvaluationSignal.GOLD) -> CaseResult:
+    """Run ``engine`` on one labelled case of ``G`` (seen through ``signal``) and compare with the label."""
     result = CaseResult(label["case_id"], label.get("system", "?"), label["error_type"],
                         str(label["operation"].get("span_id", "")))
     evaluation = find_case_evaluation(G, label["case_id"])
@@ -129,7 +163,8 @@ def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any]) -> CaseResu
         return result
     started = time.perf_counter()
     try:
-        attribution: Attribution = engine.attribute(G, FailureCase.from_graph(G, evaluation))
+        case = degrade_case(FailureCase.from_graph(G, evaluation), signal)
+        attribution: Attribution = engine.attribute(G, case)
     except Exception as error:  # one broken case must not stop a benchmark run
         result.problem = f"engine raised {type(error).__name__}: {error}"
         result.seconds = time.perf_counter() - started
@@ -144,7 +179,7 @@ def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any]) -> CaseResu
 
 
 def score_cases(directory: str, engine_name: str, *, limit: int | None = None,
-                engine_options: dict[str, Any] | None = None,
+                engine_options: dict[str, Any] | None = None, signal: str = EvaluationSignal.GOLD,
                 progress: Callable[[int, int], None] | None = None) -> tuple[list[CaseResult], list[str]]:
     """Score engine ``engine_name`` on the benchmark in ``directory``; results and problem lines."""
     labels, problems = load_labels(directory, limit=limit)
@@ -156,7 +191,7 @@ def score_cases(directory: str, engine_name: str, *, limit: int | None = None,
     for done, label in enumerate(ordered, 1):
         graph, read_problems = cache.get(label["spans"])
         problems.extend(f"{label['case_id']}: {p}" for p in read_problems[:1])
-        results.append(score_case(engine, graph, label))
+        results.append(score_case(engine, graph, label, signal=signal))
         if progress:
             progress(done, len(ordered))
     order = {row["case_id"]: i for i, row in enumerate(labels)}

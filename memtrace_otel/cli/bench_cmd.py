@@ -92,20 +92,24 @@ def _print_manifest(manifest: dict[str, Any], out: str) -> None:
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--engine", "engine_name", required=True, help="Registered engine name.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Score only the first N cases.")
+@click.option("--signal", type=click.Choice(["gold", "correction", "judge", "feedback"]), default="gold",
+              show_default=True,
+              help="Score with a poorer failure signal than the gold answer (what production has).")
 @click.option("--json", "as_json", is_flag=True, help="Write the scores as JSON on stdout.")
-def score_command(directory: str, engine_name: str, limit: int | None, as_json: bool) -> None:
+def score_command(directory: str, engine_name: str, limit: int | None, signal: str, as_json: bool) -> None:
     """Error-type and operation accuracy of an engine on a built benchmark."""
     from memtrace_otel.bench.score import score_cases, summarize
 
     with _progress() as bar:
         task = bar.add_task(f"scoring {escape(engine_name)}", total=None)
         try:
-            results, problems = score_cases(directory, engine_name, limit=limit,
+            results, problems = score_cases(directory, engine_name, limit=limit, signal=signal,
                                             progress=lambda done, total: bar.update(task, completed=done,
                                                                                     total=total))
         except (FileNotFoundError, ValueError) as error:
             raise click.ClickException(str(error)) from None
     summary = summarize(results, engine_name)
+    summary["signal"] = signal
     problems.extend(f"{r.case_id}: {r.problem}" for r in results if r.problem)
     for line in problems[:50]:
         stderr.print(f"memtrace: {escape(line)}", soft_wrap=True)
