@@ -92,7 +92,8 @@ def _run(script: str, path: str) -> dict[str, float]:
     # CPU time of one fresh process: one core's work, whatever else the machine is doing.
     out = subprocess.run([sys.executable, "-c", script, path], check=True, capture_output=True, text=True)
     spans, seconds, maxrss_kib = out.stdout.split()
-    return {"spans": int(spans), "cpu_seconds": float(seconds), "spans_per_second": int(spans) / float(seconds),
+    return {"spans": int(spans), "cpu_seconds": float(seconds),
+            "spans_per_second": int(spans) / float(seconds),
             "peak_rss_mib": int(maxrss_kib) / 1024}
 
 
@@ -107,7 +108,7 @@ def main() -> None:
         if not os.path.exists(path):
             generate(path, args.spans)
         parse, graph = _run(_PARSE, path), _run(_GRAPH, path)
-    results = {"file_mib": os.path.getsize(path) / 2**20 if args.file else None, "parse": parse, "graph": graph,
+    results = {"parse": parse, "graph": graph,
                "time_ratio": graph["cpu_seconds"] / parse["cpu_seconds"],
                "memory_ratio": graph["peak_rss_mib"] / parse["peak_rss_mib"]}
     if args.json:

@@ -80,7 +80,8 @@ def measure(iterations: int, capture_content: bool) -> dict[str, float]:
     def sdk_floor() -> None:
         # The same span, link and attributes set straight through the SDK, with no memtrace
         # logic: what the payload itself costs.
-        with tracer.start_as_current_span("extract", attributes={MemTrace.OPERATION_CATEGORY: "extraction"}) as s:
+        start = {MemTrace.OPERATION_CATEGORY: "extraction"}
+        with tracer.start_as_current_span("extract", attributes=start) as s:
             s.add_link(link_to, {MemTraceLink.VARIABLE: "msg:D1:1@1"})
             s.set_attributes(payload)
 

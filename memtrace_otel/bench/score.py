@@ -25,8 +25,8 @@ from memtrace_otel.semconv import EvaluationSignal
 from memtrace_otel.spans.readers import read_span_files
 
 __all__ = [
-    "CaseResult",
     "SIGNALS",
+    "CaseResult",
     "GraphCache",
     "degrade_case",
     "find_case_evaluation",
