@@ -213,3 +213,26 @@ def test_threads_keep_their_own_current_operation(tracer_provider, span_exporter
 def test_constructor_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         MemoryTracer(TracerProvider(), content_max_chars=0)
+
+
+def test_concurrent_writes_of_one_name_get_distinct_versions(tracer_provider) -> None:
+    mt = MemoryTracer(tracer_provider)
+    start = threading.Barrier(4)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        start.wait(timeout=10)
+        for _ in range(200):
+            with mt.operation("w", Category.UPDATE) as op:
+                written = op.write("mem:shared", "x").id
+            with lock:
+                ids.append(written)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ids) == len(set(ids)) == 800
+    assert mt.registry.latest("mem:shared").version == 800

@@ -50,6 +50,10 @@ _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _kind(kind: VariableKind | str) -> VariableKind:
+    return kind if isinstance(kind, VariableKind) else VariableKind(kind)
+
+
 def current_operation() -> Operation | None:
     """The operation open in this thread or task, if any."""
     return _current.get()
@@ -255,7 +259,7 @@ class Operation:
             if known is not None and version in (0, known.version):
                 variable = known
             else:
-                variable = Variable(name, version or 1, VariableKind(kind), content)
+                variable = Variable(name, version or 1, _kind(kind), content)
                 self._owner.registry.register(variable)
                 self._remember_content(variable)
         self.inputs.append(variable)
@@ -283,7 +287,7 @@ class Operation:
                 raise ValueError("record has no memtrace lineage and no name was given")
             return self.read(name, content=content, kind=kind)
         var_name, version = split_variable_id(variable_id)
-        variable = Variable(var_name, version, VariableKind(kind), content, producer)
+        variable = Variable(var_name, version, _kind(kind), content, producer)
         self._owner.registry.register(variable)
         self._remember_content(variable)
         return self.read(variable)
@@ -292,14 +296,11 @@ class Operation:
         self, name: str, content: str | None = None, *, kind: VariableKind | str = VariableKind.OTHER
     ) -> Variable:
         """Declare a new variable (or a new version of ``name``) written by this operation."""
-        variable = Variable(
-            name,
-            self._owner.registry.next_version(name),
-            VariableKind(kind),
-            content,
-            self.span_context if self._recording else None,
-        )
-        return self._output(variable)
+        producer = self.span_context if self._recording else None
+        variable = self._owner.registry.new_version(name, _kind(kind), content, producer)
+        self._remember_content(variable)
+        self.outputs.append(variable)
+        return variable
 
     def update(
         self, variable: Variable | str, content: str | None, *, kind: VariableKind | str | None = None
@@ -309,7 +310,7 @@ class Operation:
         after = Variable(
             before.name,
             before.version + 1,
-            VariableKind(kind) if kind else before.kind,
+            _kind(kind) if kind else before.kind,
             content,
             self.span_context if self._recording else None,
         )
@@ -350,14 +351,12 @@ class Operation:
     def intermediate(
         self, name: str, content: str | None, *, kind: VariableKind | str = VariableKind.OTHER
     ) -> Variable:
-        """An intermediate variable of an internal step (kept in the graph, not an output)."""
-        producer = self.span_context if self._recording else None
-        version = self._owner.registry.next_version(name)
-        variable = Variable(name, version, VariableKind(kind), content, producer)
-        self._owner.registry.register(variable)
-        self._remember_content(variable)
-        self.outputs.append(variable)
-        return variable
+        """An intermediate variable of an internal step (a prompt, a raw LLM response).
+
+        It is an output of this operation like any other; the steps say which later
+        step read it.
+        """
+        return self.write(name, content, kind=kind)
 
     # -- outcome -----------------------------------------------------------
     def set_outcome(self, outcome: str) -> None:

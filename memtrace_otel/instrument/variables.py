@@ -103,6 +103,21 @@ class VariableRegistry:
             current = self._latest.get(name)
             return 1 if current is None else current.version + 1
 
+    def new_version(self, name: str, kind: VariableKind, content: str | None,
+                    producer: SpanContext | None) -> Variable:
+        """Create and remember the next version of ``name`` atomically.
+
+        Two threads writing one name get two versions, never the same one twice.
+        """
+        with self._lock:
+            current = self._latest.get(name)
+            variable = Variable(name, 1 if current is None else current.version + 1, kind, content, producer)
+            self._latest[name] = variable
+            self._latest.move_to_end(name)
+            if len(self._latest) > self._max_names:
+                self._latest.popitem(last=False)
+            return variable
+
     def register(self, variable: Variable) -> None:
         """Remember ``variable`` unless a newer version of its name is known."""
         with self._lock:
