@@ -17,10 +17,11 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from memtrace_otel import Category, MemoryTracer, VariableKind
+from memtrace_otel import Category, MemoryTracer, Variable, VariableKind
 from memtrace_otel.semconv import MemTrace, MemTraceLink
 
 
@@ -93,12 +94,31 @@ def measure(iterations: int, capture_content: bool) -> dict[str, float]:
             "sdk_floor_us": floor_s * 1e6, "sdk_floor_ratio": floor_s / bare_s}
 
 
+def measure_off(iterations: int) -> dict[str, float]:
+    """A traced operation with tracing off (API only: the no-op provider)."""
+    mt = MemoryTracer(trace.NoOpTracerProvider(), capture_content=True)
+    message = Variable("msg:D1:1", 1, VariableKind.MESSAGE, "I moved to Lisbon in March 2021.")
+
+    def traced() -> None:
+        with mt.operation("extract", Category.EXTRACTION) as op:
+            op.read(message)
+            op.read("instructions", content="Where did the user move in March?", kind=VariableKind.PROMPT)
+            op.write("mem:1", "User moved to Lisbon in March 2021", kind=VariableKind.MEMORY_UNIT)
+
+    def nothing() -> None:
+        pass
+
+    empty_s, traced_s = _interleaved(nothing, traced, iterations)
+    return {"traced_us": (traced_s - empty_s) * 1e6}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=20_000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = {"content_off": measure(args.iterations, False), "content_on": measure(args.iterations, True)}
+    results = {"content_off": measure(args.iterations, False), "content_on": measure(args.iterations, True),
+               "tracing_off": measure_off(args.iterations)}
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -108,6 +128,7 @@ def main() -> None:
         print(f"{name:12} bare {r['bare_us']:6.1f} us  traced {r['traced_us']:6.1f} us  "
               f"ratio {r['ratio']:.2f}x ({verdict} target <= {target:.0f}x); same payload set "
               f"directly through the SDK: {r['sdk_floor_ratio']:.2f}x")
+    print(f"tracing off  (no-op provider) traced operation {results['tracing_off']['traced_us']:.1f} us")
 
 
 if __name__ == "__main__":

@@ -125,9 +125,13 @@ def _read_file(path: str, result: SpanReadResult) -> None:
 
 def _looks_like_one_document(head: str) -> bool:
     # JSON Lines put a whole object on line one; a pretty-printed document (Jaeger's
-    # download, an /api/traces response saved with indentation) opens with a lone brace.
-    # A compact one-line document is also a valid JSON Lines file, so lines are the default.
-    first = head.lstrip().split("\n", 1)[0].strip()
+    # download, an /api/traces response saved with indentation) opens with a short first
+    # line that is not JSON by itself. A first line longer than the head is JSON Lines, and
+    # so is a compact one-line document (it is valid JSON Lines too).
+    first, newline, _ = head.lstrip().partition("\n")
+    if not newline:
+        return False
+    first = first.strip()
     return first in ("{", "[") or (first.startswith("{") and first.endswith(("{", "[", ",")))
 
 

@@ -79,7 +79,9 @@ class TracedRun:
         self.provider = TracerProvider(id_generator=SeededIdGenerator(seed),
                                        resource=Resource.create({"service.name": service}))
         self.provider.add_span_processor(SimpleSpanProcessor(self.sink))
-        self.tracer = MemoryTracer(self.provider, capture_content=True)
+        # Whole contents, not the production default of 4096 chars: a long-context window or
+        # an episodic context runs to tens of thousands, and attribution must see all of it.
+        self.tracer = MemoryTracer(self.provider, capture_content=True, content_max_chars=1 << 20)
 
     def close(self) -> None:
         self.provider.shutdown()
