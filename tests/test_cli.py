@@ -118,3 +118,24 @@ def test_python_dash_m_and_example_end_to_end(tmp_path) -> None:
     assert summary["failed_evaluations"], "the example gets some questions wrong"
     assert summary["evaluations"] > len(summary["failed_evaluations"]), "and some right"
     assert summary["traces"] >= 4 and summary["missing_traces"] == []
+
+
+def test_example_failures_are_attributed_to_what_the_example_got_wrong(tmp_path) -> None:
+    # The example's bugs are known by construction: its extractor keeps only sentences that
+    # start with "I ", its store keys facts by verb (a second "adopted" overwrites the first),
+    # retrieval keeps one record, and the answerer keeps two words.
+    out = tmp_path / "spans"
+    example = ROOT / "examples" / "offline_memory_agent.py"
+    subprocess.run([sys.executable, str(example), "--out", str(out)], check=True, capture_output=True)
+    outcome = CliRunner().invoke(main, ["analyze", "--json", str(out)])
+    assert outcome.exit_code == 0, outcome.output
+    verdicts = {f["case_id"]: (f["error_type"], f["operation_name"])
+                for f in json.loads(outcome.stdout)["failures"]}
+    assert verdicts == {
+        "q1": ("ExtractionError", "agent.extract"),
+        "q2": ("UpdateError", "agent.store"),
+        "q4": ("ExtractionError", "agent.extract"),
+        "q5": ("RetrievalError", "agent.search"),
+        "q6": ("ExtractionError", "agent.extract"),
+        "q7": ("ResponseError", "agent.generate"),
+    }
