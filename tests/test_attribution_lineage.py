@@ -359,3 +359,96 @@ def test_engine_is_deterministic_and_timed(tracer_provider, span_exporter):
 def test_presence_of_the_critical_information(gold, text, carried):
     info = critical_information(gold, "When did she go?")
     assert info.carried_by(tokenize(text)) is carried
+
+
+# -- what "carrying the fact" means: the sentence that states it, its gold, its speaker ----
+
+
+NATE = ("[9 November 2022] Nate: Yeah actually - creating gaming content for YouTube. "
+        "It's a cool way to satisfy my video game cravings when there aren't any tourneys.")
+NATE_FACTS = ["[9 November 2022] Nate: Yeah actually - creating gaming content for YouTube.",
+              "[9 November 2022] Nate: It's a cool way to satisfy my video game cravings."]
+
+
+def test_the_fact_is_the_sentence_the_question_points_at_not_the_whole_message(tracer_provider,
+                                                                              span_exporter):
+    # "videos" of the gold sits in another sentence of the message; the unit holding the sentence
+    # about YouTube content carried the fact until the update overwrote it.
+    memory = Memory(tracer_provider)
+    memory.extract("D1:1", NATE, NATE_FACTS)
+    memory.extract("D1:2", OTHER_TURNS["D1:2"])
+    memory.update("D1:1#0", "[9 November 2022] Joanna: Wow, that's a cool idea!", "bad update")
+    memory.ask("q1", ["D1:1#1", "D1:2#0"], "video game cravings",
+               question="What new content is Nate creating for YouTube?", gold="Gaming videos")
+    verdict = attribute(graph_of(span_exporter))
+    assert (verdict.error_type, verdict.operation) == (ErrorType.UPDATE, memory.ops["bad update"])
+
+
+def test_gold_elsewhere_in_the_window_does_not_make_a_similar_line_carry(tracer_provider,
+                                                                        span_exporter):
+    # After the trim, the window has "guitar" in one line and a near copy of the fact's sentence
+    # about drums in another: neither line says James played guitar, so the trim lost it.
+    memory = Memory(tracer_provider)
+    turns = {
+        "D1:1": "[18 September 2022] James: I used to play a guitar when I was younger.",
+        "D1:2": "[18 September 2022] John: I used to play drums when I was younger.",
+        "D1:3": "[18 September 2022] John: A guitar shop opened near the park.",
+    }
+    for dia_id, text in turns.items():
+        memory.window_append(dia_id, text)
+    memory.window_trim(1, "bad trim")
+    memory.ask("q1", [], "drums", from_window=True, gold="guitar",
+               question="What instrument did James play when he was younger?")
+    verdict = attribute(graph_of(span_exporter))
+    assert (verdict.error_type, verdict.operation) == (ErrorType.UPDATE, memory.ops["bad trim"])
+
+
+def test_the_same_words_from_another_speaker_do_not_carry_the_fact(tracer_provider, span_exporter):
+    memory = Memory(tracer_provider)
+    memory.extract("D1:1", "[2 October 2023] John: LeBron is the man - love his skills and leadership.")
+    memory.extract("D1:2", OTHER_TURNS["D1:2"])
+    memory.update("D1:1#0", "[2 October 2023] Tim: LeBron's skills and leadership are amazing.",
+                  "bad update")
+    memory.ask("q1", ["D1:1#0", "D1:2#0"], "amazing", question="What does John like about LeBron?",
+               gold="His skills and leadership")
+    verdict = attribute(graph_of(span_exporter))
+    assert (verdict.error_type, verdict.operation) == (ErrorType.UPDATE, memory.ops["bad update"])
+
+
+# -- the earliest faulty operation ---------------------------------------------------------
+
+LATER_SAYING = "[8 May 2023] Caroline: The LGBTQ support group on 7 May 2023 made me feel accepted."
+
+
+@pytest.mark.parametrize(("duplicate_first", "blamed", "error_type"), [
+    (False, "chunk D1:1", ErrorType.EXTRACTION),  # the chunker dropped it while nothing held it
+    (True, "search q1", ErrorType.RETRIEVAL),  # not storing it again was a fine deduplication
+])
+def test_an_extraction_drop_precedes_a_retrieval_that_missed_a_later_copy(
+        tracer_provider, span_exporter, duplicate_first, blamed, error_type):
+    memory = Memory(tracer_provider)
+    if duplicate_first:
+        memory.chunk("D1:4", LATER_SAYING)
+    memory.chunk("D1:1", FACT, keep=False)
+    for dia_id, text in OTHER_TURNS.items():
+        memory.chunk(dia_id, text)
+    if not duplicate_first:
+        memory.chunk("D1:4", LATER_SAYING)
+    memory.ask("q1", ["D1:2"], "last year")
+    verdict = attribute(graph_of(span_exporter))
+    assert (verdict.error_type, verdict.operation) == (error_type, memory.ops[blamed])
+
+
+def test_with_two_evidence_messages_the_earlier_loss_is_the_root_cause(tracer_provider,
+                                                                      span_exporter):
+    # The clarinet unit was overwritten during ingestion; the violin unit survived but was not
+    # retrieved. Both lost part of the answer; the update came first.
+    memory = Memory(tracer_provider)
+    memory.extract("D1:1", "[25 May 2023] Melanie: I relax by playing my violin.")
+    memory.extract("D2:1", "[28 August 2023] Melanie: Yeah, I play clarinet!")
+    memory.extract("D2:2", OTHER_TURNS["D1:2"])
+    memory.update("D2:1#0", "[28 August 2023] Melanie: I went camping.", "bad update")
+    memory.ask("q1", ["D2:2#0"], "camping", question="What instruments does Melanie play?",
+               gold="clarinet and violin", evidence=("D1:1", "D2:1"))
+    verdict = attribute(graph_of(span_exporter))
+    assert (verdict.error_type, verdict.operation) == (ErrorType.UPDATE, memory.ops["bad update"])

@@ -18,6 +18,7 @@ network) when it is installed; otherwise the second ranker is a token-overlap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -26,19 +27,26 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from memtrace_otel.attribution.presence import tokenize
+import networkx as nx
+
+from memtrace_otel.attribution.base import FailureCase
+from memtrace_otel.attribution.presence import critical_information, tokenize
+from memtrace_otel.graph.query import evidence_variables
 
 __all__ = [
     "BM25Index",
     "DocumentRanker",
     "bm25_scores",
     "embedder",
+    "evidence_path",
+    "find_evidence",
     "rank_documents",
     "reciprocal_rank_fusion",
 ]
 
 _logger = logging.getLogger(__name__)
 _RRF_K = 60
+_RANKED_EVIDENCE = 3
 Embedder = Callable[[Sequence[str]], Any]
 
 
@@ -174,3 +182,50 @@ def rank_documents(
 ) -> list[str]:
     """Document ids best first for ``query``: BM25 and embedding rankings fused by RRF."""
     return DocumentRanker(documents, use_embeddings=use_embeddings).rank(query)
+
+
+def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
+    """Evidence message variables of ``case`` and whether they were given (not ranked)."""
+    from memtrace_otel.attribution.index import graph_index  # the index builds on this module
+
+    given = sorted(evidence_variables(G, case.evidence))
+    # Other variables may be named after the turn too (facts:D1:3); the message is the evidence.
+    messages = [v for v in given if G.nodes[v].get("kind") == "message" or v.startswith("msg:")]
+    if messages or given:
+        return messages or given, True
+    query = " ".join(filter(None, (case.question, case.gold)))
+    if not query:
+        return [], False
+    ranked = graph_index(G).message_ranker().rank(query)
+    if not ranked:
+        return [], False
+    info = critical_information(case.gold, case.question)
+    index = graph_index(G)
+    holding = [
+        m for m in ranked[:_RANKED_EVIDENCE] if info.carried_by(index.tokens(m), threshold=0.5)
+    ]
+    return (holding or ranked[:1]), False
+
+
+def evidence_path(
+    G: nx.DiGraph, evidence: list[str], carrier: str | None, operation: str, failure: FailureCase
+) -> list[str]:
+    """Variables and operations from the evidence through the blamed op to the failed verdict."""
+    path: list[str] = []
+    start = evidence[0] if evidence else None
+    waypoint = carrier if carrier in G else None
+    for source, target in ((start, waypoint), (waypoint or start, operation)):
+        if source is None or target is None:
+            continue
+        try:
+            segment = nx.shortest_path(G, source, target)
+        except nx.NetworkXNoPath:
+            segment = [source, target]
+        path.extend(n for n in segment if not path or n != path[-1])
+    if not path or path[-1] != operation:
+        path.append(operation)
+    if failure.answer in G:
+        with contextlib.suppress(nx.NetworkXNoPath):
+            path.extend(nx.shortest_path(G, operation, failure.answer)[1:])
+    path.append(failure.evaluation)
+    return list(dict.fromkeys(path))

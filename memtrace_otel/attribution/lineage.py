@@ -20,8 +20,10 @@ off the graph without a model:
    to blame (Update/DeletionError), or none ever did, and the extraction that
    read a carrier and wrote none is (ExtractionError).
 
-Candidates the lineage cannot separate are ordered by spectrum suspiciousness
-over the graph's other evaluations (:mod:`.spectrum`), then execution order.
+When several evidence messages each point at a different operation, the
+earliest in execution order wins (MemTrace's rule); operations of the same
+moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
+over the graph's other evaluations (:mod:`.spectrum`).
 Without captured content the same walk runs on lineage alone (a variable
 derived from the evidence and not deleted counts as carrying it), with a
 lower confidence.
@@ -29,7 +31,6 @@ lower confidence.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -43,13 +44,12 @@ from memtrace_otel.attribution.base import (
     FailureCase,
     register_engine,
 )
+from memtrace_otel.attribution.evidence import evidence_path, find_evidence
 from memtrace_otel.attribution.index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import Information, critical_information
-from memtrace_otel.graph.query import evidence_variables
 
 __all__ = ["LineageEngine", "find_evidence"]
 
-_RANKED_EVIDENCE = 3
 _CATEGORY_TYPES = {
     "ingest": ErrorType.EXTRACTION,
     "extraction": ErrorType.EXTRACTION,
@@ -153,27 +153,6 @@ class _Carrying:
         return self._descendants
 
 
-def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
-    """Evidence message variables of ``case`` and whether they were given (not ranked)."""
-    given = sorted(evidence_variables(G, case.evidence))
-    # Other variables may be named after the turn too (facts:D1:3); the message is the evidence.
-    messages = [v for v in given if G.nodes[v].get("kind") == "message" or v.startswith("msg:")]
-    if messages or given:
-        return messages or given, True
-    query = " ".join(filter(None, (case.question, case.gold)))
-    if not query:
-        return [], False
-    ranked = graph_index(G).message_ranker().rank(query)
-    if not ranked:
-        return [], False
-    info = critical_information(case.gold, case.question)
-    index = graph_index(G)
-    holding = [
-        m for m in ranked[:_RANKED_EVIDENCE] if info.carried_by(index.tokens(m), threshold=0.5)
-    ]
-    return (holding or ranked[:1]), False
-
-
 def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
     """Execution order at which the question starts being answered (end of the write side)."""
     trace = index.data(generator).get("trace_id")
@@ -191,10 +170,14 @@ def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carrier(case, carries, carries.lineage_stored())
-    if alive is None and not _losses(case, carries, carries.lineage_stored()):
+    if (
+        alive is None
+        and not _losses(case, carries, carries.lineage_stored())
+        and not _unexcused_drops(case, carries)
+    ):
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
-        # only when nothing on the evidence's own lineage was lost before: the earliest
-        # faulty operation wins.
+        # only when nothing on the evidence's own lineage was lost or dropped before: the
+        # earliest faulty operation wins.
         alive = _alive_carrier(case, carries, carries.stored())
     chain = sorted(
         (
@@ -306,6 +289,28 @@ def _losses(case: _Case, carries: _Carrying, pool: list[str]) -> list[tuple[str,
     return found
 
 
+def _unexcused_drops(case: _Case, carries: _Carrying) -> list[str]:
+    """Extractions on the evidence's own lineage that stored none of the fact it carried.
+
+    Only when nothing on that lineage was ever stored; a drop is excused (a
+    deduplication) when a unit holding the fact was current in the store
+    at the time.
+    """
+    if carries.structural or carries.lineage_stored():
+        return []
+    index = case.index
+    elsewhere = carries.stored()
+    found = []
+    for op in carries.forward()[1]:
+        if index.category(op) not in _EXTRACTION_ROLES:
+            continue
+        when = index.order(op)
+        current = (index.state_at(index.data(v)["name"], when) for v in elsewhere)
+        if not any(v is not None and carries(v) for v in current):
+            found.append(op)
+    return found
+
+
 def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
     # The error type names the role of the faulty operation; a tombstone written by an
     # update-role op (a window trim) is still an update error.
@@ -332,8 +337,11 @@ def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
         why = f"it {verb} {before}, the last memory unit holding the information"
         return Verdict(op, kind, why, before, alternatives=[item[0] for item in losses[:-1]])
     if carries.stored():
-        return None
-    _, drops = carries.forward()
+        # Another unit holds the fact: only an extraction that dropped it while none did yet
+        # (not a deduplication) is faulty, and it comes before any retrieval.
+        drops = _unexcused_drops(case, carries)
+    else:
+        _, drops = carries.forward()
     # Extraction is a role: among ops that read the fact and wrote none of it, those whose job is
     # to carry content into memory come first (a boundary detector writes no content by design).
     candidates = sorted(
@@ -342,8 +350,8 @@ def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
     if not candidates:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
-    why = (
-        f"it read {read} but wrote nothing that holds the information, and no memory unit ever did"
+    why = f"it read {read} but wrote nothing that holds the information, and " + (
+        "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
     return Verdict(candidates[0], ErrorType.EXTRACTION, why, read, alternatives=candidates[1:])
 
@@ -377,7 +385,13 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
 
 
 def _choose(case: _Case, verdicts: list[Verdict]) -> Verdict | None:
-    """One verdict of the per-evidence ones: grounded, non-response, suspicious, early first."""
+    """One verdict of the per-evidence ones: grounded, non-response, earliest, suspicious first.
+
+    Each evidence message's verdict names an operation that lost part of
+    what the answer needed; MemTrace's rule takes the earliest faulty one
+    (an ingestion loss comes before the retrieval that missed another part),
+    and spectrum suspiciousness separates operations of the same moment.
+    """
     if not verdicts:
         return None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
@@ -387,7 +401,7 @@ def _choose(case: _Case, verdicts: list[Verdict]) -> Verdict | None:
         return pool[0]
     scores = case.index.ochiai()
     best = min(
-        pool, key=lambda v: (-round(scores.get(v.operation, 0.0), 6), case.index.order(v.operation))
+        pool, key=lambda v: (case.index.order(v.operation), -round(scores.get(v.operation, 0.0), 6))
     )
     best.confidence *= 0.8
     best.alternatives = [op for op in operations if op != best.operation]
@@ -417,30 +431,6 @@ def _lost(failure: FailureCase, evidence: list[str]) -> str:
         gold = " ".join(failure.gold.split())
         return repr(gold if len(gold) <= 60 else gold[:57] + "...")
     return f"the content of {', '.join(evidence) or 'the evidence'}"
-
-
-def _evidence_path(
-    G: nx.DiGraph, evidence: list[str], verdict: Verdict, failure: FailureCase
-) -> list[str]:
-    """Variables and operations from the evidence through the blamed op to the failed verdict."""
-    path: list[str] = []
-    start = evidence[0] if evidence else None
-    waypoint = verdict.carrier if verdict.carrier in G else None
-    for source, target in ((start, waypoint), (waypoint or start, verdict.operation)):
-        if source is None or target is None:
-            continue
-        try:
-            segment = nx.shortest_path(G, source, target)
-        except nx.NetworkXNoPath:
-            segment = [source, target]
-        path.extend(n for n in segment if not path or n != path[-1])
-    if not path or path[-1] != verdict.operation:
-        path.append(verdict.operation)
-    if failure.answer in G:
-        with contextlib.suppress(nx.NetworkXNoPath):
-            path.extend(nx.shortest_path(G, verdict.operation, failure.answer)[1:])
-    path.append(failure.evaluation)
-    return list(dict.fromkeys(path))
 
 
 class LineageEngine(Engine):
@@ -495,7 +485,9 @@ class LineageEngine(Engine):
         result.blame(G, verdict.operation)
         result.error_type = verdict.error_type
         result.confidence = round(verdict.confidence, 3)
-        result.evidence_path = _evidence_path(G, evidence, verdict, failure)
+        result.evidence_path = evidence_path(
+            G, evidence, verdict.carrier, verdict.operation, failure
+        )
         result.explanation = (
             f"{result.operation_name} ({result.category}) lost {_lost(failure, evidence)}: "
             f"{verdict.why}."

@@ -29,6 +29,7 @@ __all__ = [
     "STOPWORDS",
     "Information",
     "critical_information",
+    "split_header",
     "split_lines",
     "tokenize",
 ]
@@ -144,13 +145,23 @@ def _salient(text: str) -> set[str]:
 
 _LONG_LINE = 400
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A chat line's header: "[8 May 2023] Caroline: ", "[10:02] ", "Caroline: " (a capitalised name of
+# at most three words directly followed by a colon).
+_HEADER = re.compile(r"\s*(?:\[[^\]\n]{1,60}\]\s*(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+)?"
+                     r"|[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+)")
 _SENTENCE_SHARE = 0.5
 _SPECIFIC_SENTENCE_SHARE = 0.3
 _TOPIC_SHARE = 0.5
+_GOLD_WORD_SHARE = 0.5
+_SPEAKER = re.compile(r"\[[^\]]*\]")
 
 
 def split_lines(text: str | None) -> list[str]:
     """Lines of ``text``; long lines (paragraphs) are cut into sentences.
+
+    A sentence cut from a chat line keeps the line's header (timestamp,
+    speaker): the date a "when" question asks for belongs to every sentence
+    of the message, not only to the first.
 
     >>> split_lines("one line. Two sentences.")
     ['one line. Two sentences.']
@@ -160,10 +171,24 @@ def split_lines(text: str | None) -> list[str]:
     lines = []
     for line in text.splitlines():
         if len(line) > _LONG_LINE:
-            lines.extend(p for p in _SENTENCE_END.split(line) if p.strip())
+            header, body = split_header(line)
+            lines.extend(header + p for p in _SENTENCE_END.split(body) if p.strip())
         elif line.strip():
             lines.append(line)
     return lines
+
+
+def split_header(line: str) -> tuple[str, str]:
+    """``(header, body)`` of a chat line: a bracketed timestamp and/or a ``Speaker:`` prefix.
+
+    >>> split_header("[8 May 2023] Caroline: I went to the group. It was great.")
+    ('[8 May 2023] Caroline: ', 'I went to the group. It was great.')
+    >>> split_header("No header here.")
+    ('', 'No header here.')
+    """
+    match = _HEADER.match(line)
+    end = match.end() if match else 0
+    return line[:end], line[end:]
 
 
 def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
@@ -205,9 +230,9 @@ class Information:
         return _share(self.weights, tokens)
 
     def gold_in(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
-        if not self.gold:
-            return True
-        return self.exact <= tokens and _share(self.gold, tokens) >= threshold
+        if not self.exact <= tokens:
+            return False
+        return not self.gold or _share(self.gold, tokens) >= threshold
 
     def carried_by(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         """Whether one text (as one line) with ``tokens`` carries this information."""
@@ -225,13 +250,18 @@ class Information:
             return False
         if not self.sentence:
             return True
+        # The gold must sit in the line that states the fact: a unit holding "guitar" in one
+        # line and a similar sentence about drums in another does not carry "played guitar".
         for line in lines:
             if self.topic and _share(self.topic, line) < _TOPIC_SHARE:
+                continue
+            if not self.gold_in(line, threshold=threshold):
                 continue
             share = _share(self.sentence, line)
             if share >= _SENTENCE_SHARE:
                 return True
-            if self.specific and share >= _SPECIFIC_SENTENCE_SHARE and self.gold_in(line):
+            # A rare gold identifies the fact with less of its sentence, but only all of it does.
+            if self.specific and share >= _SPECIFIC_SENTENCE_SHARE and self.gold.keys() <= line:
                 return True
         return False
 
@@ -256,13 +286,21 @@ def critical_information(
     gold_info = _gold_information(gold, asked)
     if evidence is None:
         return gold_info
-    gold_part = {t: w for t, w in gold_info.gold.items() if t in tokenize(evidence)}
+    held = tokenize(evidence)
+    gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
     weigh = idf or (lambda _t: 1.0)
     line = _critical_sentence(evidence, gold_part, asked, weigh)
-    sentence = {t: weigh(t) for t in tokenize(line)}
+    stated = tokenize(line)
+    sentence = {t: weigh(t) for t in stated}
+    # The fact is what its sentence states: gold words elsewhere in the message (a "video game"
+    # two sentences on) are not part of it, and a unit need not hold them to carry it.
+    gold_part = {t: w for t, w in gold_part.items() if t in stated} or gold_part
+    # Who said it is part of the fact when the question asks about that person: the same words
+    # from another speaker do not answer "What does John like?".
+    speaker = tokenize(_SPEAKER.sub("", split_header(line)[0])) & asked
     return Information(
         gold=gold_part,
-        exact=gold_info.exact & frozenset(gold_part),
+        exact=(gold_info.exact & frozenset(gold_part)) | speaker,
         sentence=sentence,
         topic={t: w for t, w in sentence.items() if t in asked},
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
@@ -273,21 +311,31 @@ def critical_information(
 def _critical_sentence(
     evidence: str, gold: dict[str, float], asked: frozenset[str], weigh: Callable[[str], float]
 ) -> str:
-    """The evidence sentence that states the fact: most of the question's and gold's rare words.
+    """The evidence sentence that states the fact: one holding the gold the question points at.
 
-    IDF weighting matters: a date header holds the gold of a "when" question
-    but so does every sentence of that session; the question's rare words
-    ("conference", "museum") single out the sentence.
+    A reader finds a fact by the question's words, so among the sentences
+    that hold part of the gold, the one with most of the question's rare
+    words wins; the gold's own rare words count half (a message may say the
+    answer twice, once about something else). IDF weighting matters: the
+    question's rare words ("conference", "museum") single out the sentence.
+    A message's header (timestamp, speaker) belongs to all its sentences, so
+    sentences are scored without it and returned with it.
     """
-    sentences = [s for line in evidence.splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
+    sentences = []
+    for line in evidence.splitlines():
+        header, body = split_header(line)
+        sentences.extend((header, s) for s in _SENTENCE_END.split(body) if s.strip())
     if len(sentences) <= 1:
         return evidence
+    holding = [item for item in sentences if tokenize("".join(item)) & gold.keys()]
 
-    def score(sentence: str) -> float:
-        tokens = tokenize(sentence)
-        return sum(weigh(t) for t in tokens if t in asked or t in gold)
+    def score(item: tuple[str, str]) -> float:
+        tokens = tokenize(item[1])
+        return sum(weigh(t) * (1.0 if t in asked else _GOLD_WORD_SHARE) for t in tokens
+                   if t in asked or t in gold)
 
-    return max(sentences, key=score)
+    header, sentence = max(holding or sentences, key=score)
+    return header + sentence
 
 
 def _gold_information(gold: str | None, asked: frozenset[str]) -> Information:
