@@ -13,6 +13,7 @@ from enum import Enum
 __all__ = [
     "ENV_CAPTURE_CONTENT",
     "ENV_CONTENT_MAX_CHARS",
+    "ENV_JAEGER_URL",
     "ENV_LOCOMO_DIR",
     "ENV_OPENAI_API_KEY",
     "ENV_OPENAI_BASE_URL",
@@ -32,6 +33,8 @@ ENV_CONTENT_MAX_CHARS = "MEMTRACE_CONTENT_MAX_CHARS"
 """Truncation limit for one captured content string."""
 ENV_LOCOMO_DIR = "MEMTRACE_LOCOMO_DIR"
 """Where the LoCoMo conversations live (default ``../shared/data/locomo``)."""
+ENV_JAEGER_URL = "MEMTRACE_JAEGER_URL"
+"""Jaeger query URL the CLI fetches linked traces from (``--jaeger``)."""
 ENV_OPENAI_BASE_URL = "MEMTRACE_OPENAI_BASE_URL"
 """OpenAI-compatible endpoint for LLM engines and LLM steps (falls back to ``OPENAI_BASE_URL``)."""
 ENV_OPENAI_MODEL = "MEMTRACE_OPENAI_MODEL"

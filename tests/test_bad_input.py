@@ -134,7 +134,8 @@ def test_jaeger_json_document(tmp_path) -> None:
                   {"key": "memtrace.input.sizes", "type": "string", "value": "[4]"},
                   {"key": "memtrace.input.producers", "type": "string",
                    "value": '["00-' + "ef" * 16 + "-" + "12" * 8 + '-01"]'},
-                  {"key": "otel.status_code", "type": "string", "value": "ERROR"}],
+                  {"key": "otel.status_code", "type": "string", "value": "ERROR"},
+                  {"key": "memtrace.evaluation.prediction", "type": "string", "value": "[1, 2]"}],
          "logs": [{"timestamp": 1_700_000_000_000_001, "fields": [
              {"key": "event", "type": "string", "value": "memtrace.step"}]}]},
         {"traceID": "ab" * 16, "spanID": "zz", "operationName": "bad"}]}]}
@@ -143,6 +144,7 @@ def test_jaeger_json_document(tmp_path) -> None:
     result = read_span_files([path])
     (span,) = result.spans
     assert span.attributes["memtrace.inputs"] == ["mem:1@1"] and span.status_code == "ERROR"
+    assert span.attributes["memtrace.evaluation.prediction"] == "[1, 2]"  # a string stays a string
     assert span.service_name == "svc" and span.links[0].trace_id == "ef" * 16
     assert span.start_time_unix_nano == 1_700_000_000_000_000_000
     assert [e.name for e in span.events] == ["memtrace.step"]

@@ -335,3 +335,27 @@ def test_non_json_answer_is_one_clear_error(html_server: str) -> None:
 def test_only_http_urls_are_accepted() -> None:
     with pytest.raises(ValueError, match="not an http"):
         fetch_trace("file:///etc/passwd", "ab" * 16)
+
+
+def test_cli_fetches_linked_traces_from_jaeger(jaeger: JaegerEndpoints, jaeger_files: dict[str, Path],
+                                               two_traces: TwoTraces) -> None:
+    # A user holds only the question's trace; the ingestion that wrote the memory is in Jaeger.
+    from click.testing import CliRunner
+
+    from memtrace_otel.cli import main
+
+    runner = CliRunner()
+    alone = json.loads(runner.invoke(main, ["inspect", "--json", str(jaeger_files["query"])]).stdout)
+    assert alone["missing_traces"] == [two_traces.ingest_trace]
+    outcome = runner.invoke(main, ["inspect", "--json", "--jaeger", jaeger.query_url,
+                                   str(jaeger_files["query"])])
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.stdout)["missing_traces"] == []
+    assert "fetched 1 of 1 linked trace(s)" in outcome.stderr
+    analyzed = runner.invoke(main, ["analyze", "--json", str(jaeger_files["query"])],
+                             env={"MEMTRACE_JAEGER_URL": jaeger.query_url})
+    (failure,) = json.loads(analyzed.stdout)["failures"]
+    assert (failure["error_type"], failure["operation_name"]) == ("UpdateError", "update")
+    assert failure["trace_id"] == two_traces.ingest_trace
+    down = runner.invoke(main, ["inspect", "--jaeger", "http://127.0.0.1:9", str(jaeger_files["query"])])
+    assert down.exit_code == 3 and "trace not fetched" in down.stderr and "Traceback" not in down.output

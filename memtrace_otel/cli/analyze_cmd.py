@@ -22,6 +22,7 @@ from memtrace_otel.attribution.base import Attribution, available_engines
 from memtrace_otel.attribution.runner import attribute_failures, summarize
 from memtrace_otel.cli.common import (
     files_argument,
+    jaeger_option,
     load_graph,
     print_json,
     report_problems,
@@ -165,15 +166,17 @@ def _run(graph: Any, engine: str, jobs: int, cases: int) -> list[Attribution]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Write the results as JSON on stdout.")
 @strict_option
+@jaeger_option
 @click.pass_context
 def analyze_command(
-    ctx: click.Context, files: tuple[str, ...], engine: str, jobs: int, as_json: bool, strict: bool
+    ctx: click.Context, files: tuple[str, ...], engine: str, jobs: int, as_json: bool, strict: bool,
+    jaeger_url: str | None,
 ) -> None:
     """Find the root-cause operation of every failed answer in the span FILES."""
     if engine not in available_engines():
         choices = ", ".join(available_engines())
         raise click.UsageError(f"unknown engine {engine!r}; choose one of {choices}")
-    _, graph, problems = load_graph(files)
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url)
     code = report_problems(problems, strict=strict)
     cases = len(failed_evaluations(graph))
     try:

@@ -17,6 +17,7 @@ import networkx as nx
 from rich.console import Console
 from rich.markup import escape
 
+from memtrace_otel.config import ENV_JAEGER_URL
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import SpanReadResult, read_span_files
@@ -24,6 +25,7 @@ from memtrace_otel.spans.readers import SpanReadResult, read_span_files
 __all__ = [
     "EXIT_PARTIAL",
     "files_argument",
+    "jaeger_option",
     "load_graph",
     "print_json",
     "report_problems",
@@ -33,6 +35,7 @@ __all__ = [
 ]
 
 EXIT_PARTIAL = 3
+_MAX_FETCH_ROUNDS = 5
 MAX_PROBLEM_LINES = 50
 
 stdout = Console(highlight=False)
@@ -57,13 +60,49 @@ def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:
     return EXIT_PARTIAL
 
 
-def load_graph(files: Sequence[str]) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
-    """Read ``files`` and build one graph; all problems, reading and building, together."""
+jaeger_option = click.option(
+    "--jaeger", "jaeger_url", envvar=ENV_JAEGER_URL, metavar="URL",
+    help="Jaeger query URL (e.g. http://127.0.0.1:16686): fetch the linked traces the files "
+         f"point at but do not hold, such as the ingestion that wrote a memory [env {ENV_JAEGER_URL}].")
+
+
+def load_graph(
+    files: Sequence[str], *, jaeger_url: str | None = None
+) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
+    """Read ``files`` and build one graph; all problems, reading and building, together.
+
+    With ``jaeger_url``, traces the graph links to but the files lack are fetched
+    from Jaeger (and the traces those link to, a few rounds deep): the trace
+    backend, not memtrace, is where writes and later reads meet again.
+    """
     result = read_span_files(files)
     if not result.spans and result.problems and all("no such file" in p.message for p in result.problems):
         raise click.ClickException("; ".join(str(p) for p in result.problems))
     graph = build_graph(result.spans)
+    if jaeger_url:
+        graph = _complete_from_jaeger(result, graph, jaeger_url)
     return result, graph, [*result.problems, *graph.graph["problems"]]
+
+
+def _complete_from_jaeger(result: SpanReadResult, graph: nx.DiGraph, url: str) -> nx.DiGraph:
+    from memtrace_otel.exporters.jaeger_query import fetch_traces_as_records
+
+    asked: set[str] = set()
+    for _ in range(_MAX_FETCH_ROUNDS):
+        missing = graph.graph["missing_traces"] - asked
+        if not missing:
+            break
+        asked |= missing
+        try:
+            fetched = fetch_traces_as_records(url, sorted(missing))
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--jaeger") from None
+        result.add(fetched.spans)
+        result.problems.extend(fetched.problems)
+        stderr.print(f"memtrace: fetched {len(missing) - len(fetched.problems)} of {len(missing)} "
+                     f"linked trace(s) from {escape(url)}")
+        graph = build_graph(result.spans)
+    return graph
 
 
 def print_json(data: Any) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import click
 import networkx as nx
 
-from memtrace_otel.cli.common import files_argument, load_graph, report_problems, strict_option
+from memtrace_otel.cli.common import (
+    files_argument,
+    jaeger_option,
+    load_graph,
+    report_problems,
+    strict_option,
+)
 from memtrace_otel.graph.errors import MemTraceGraphError
 from memtrace_otel.graph.export import FORMATS, write_graph
 from memtrace_otel.graph.query import backward_slice
@@ -32,10 +38,11 @@ def trace_subgraph(G: nx.DiGraph, trace_id: str) -> nx.DiGraph:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write here, not stdout.")
 @strict_option
+@jaeger_option
 def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | None, fmt: str,
-                  output: str | None, strict: bool) -> None:
+                  output: str | None, strict: bool, jaeger_url: str | None) -> None:
     """Rebuild the memory evolution graph from span FILES and write it out."""
-    _, graph, problems = load_graph(files)
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url)
     code = report_problems(problems, strict=strict)
     try:
         if answer:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from memtrace_otel.cli.common import (
     files_argument,
+    jaeger_option,
     load_graph,
     print_json,
     report_problems,
@@ -94,9 +95,10 @@ def _print_tables(summary: dict[str, Any]) -> None:
 @files_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @strict_option
-def inspect_command(files: tuple[str, ...], as_json: bool, strict: bool) -> None:
+@jaeger_option
+def inspect_command(files: tuple[str, ...], as_json: bool, strict: bool, jaeger_url: str | None) -> None:
     """Summarise span FILES: traces, memory operations by category, failed evaluations."""
-    result, graph, problems = load_graph(files)
+    result, graph, problems = load_graph(files, jaeger_url=jaeger_url)
     code = report_problems(problems, strict=strict)
     summary = summarize(result.spans, graph)
     if as_json:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from memtrace_otel.semconv import MemTrace, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
 from memtrace_otel.spans.otlp_json import MalformedSpan, _truncate_long
 
@@ -29,6 +30,16 @@ def _jaeger_id(raw: Any, length: int) -> str:
     return f"{value:0{length}x}"
 
 
+# Jaeger turns OTLP array attributes into JSON strings. Only keys that are arrays by
+# convention are decoded back: an application string that merely looks like a JSON array
+# (a prediction of "[1, 2]") must stay a string.
+_ARRAY_KEYS = frozenset({
+    MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS,
+    MemTrace.DELETED, MemTrace.STEP_NAMES, MemTrace.EVALUATION_EVIDENCE,
+    MemTraceStep.INPUTS, MemTraceStep.OUTPUTS,
+})
+
+
 def _tag_value(tag: dict[str, Any]) -> Any:
     value = tag.get("value")
     kind = tag.get("type", "string")
@@ -38,8 +49,7 @@ def _tag_value(tag: dict[str, Any]) -> Any:
         return float(value)
     if kind == "bool":
         return value if isinstance(value, bool) else str(value).lower() == "true"
-    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-        # OTLP arrays arrive as JSON strings; a string that merely looks like one stays a string.
+    if tag.get("key") in _ARRAY_KEYS and isinstance(value, str) and value.startswith("["):
         try:
             decoded = json.loads(value)
         except ValueError:
