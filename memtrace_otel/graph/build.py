@@ -30,7 +30,7 @@ import networkx as nx
 from memtrace_otel.instrument.operation import parse_descriptor
 from memtrace_otel.instrument.variables import split_variable_id
 from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
-from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.readers import gc_paused
 
 __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
@@ -44,6 +44,8 @@ _MEMORY_OPERATIONS = {
     "search_memory": Category.RETRIEVAL, "retrieval": Category.RETRIEVAL,
 }
 _MAX_CYCLE_REPAIRS = 1000
+_INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
+_VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 
 
 def operation_node_id(trace_id: str, span_id: str) -> str:
@@ -76,56 +78,70 @@ def _column(attributes: dict[str, Any], key: str, length: int, default: Any) -> 
     return list(value[:length]) + [default] * (length - len(value))
 
 
-def _category(attributes: dict[str, Any]) -> Category | None:
-    raw = attributes.get(MemTrace.OPERATION_CATEGORY)
+# Category values as plain strings: enum calls and ``.value`` are slow in a per-span loop.
+_CATEGORIES = {category.value: str(category.value) for category in Category}
+_OTHER = str(Category.OTHER.value)
+_MEMORY_CATEGORIES = {name: str(category.value) for name, category in _MEMORY_OPERATIONS.items()}
+_CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
+_NAME, _OUTCOME, _STORE = MemTrace.OPERATION_NAME, MemTrace.OPERATION_OUTCOME, GenAI.MEMORY_STORE_ID
+_PASSED = MemTrace.EVALUATION_PASSED
+
+
+def _category(attributes: dict[str, Any]) -> str | None:
+    """The operation's category value, None for a span that is not a memory operation."""
+    raw = attributes.get(_CATEGORY)
     if isinstance(raw, str):
-        try:
-            return Category(raw)
-        except ValueError:
-            return Category.OTHER
-    gen_ai = attributes.get(GenAI.OPERATION_NAME)
-    return _MEMORY_OPERATIONS.get(gen_ai) if isinstance(gen_ai, str) else None
+        return _CATEGORIES.get(raw, _OTHER)
+    gen_ai = attributes.get(_GEN_AI_OPERATION)
+    return _MEMORY_CATEGORIES.get(gen_ai) if isinstance(gen_ai, str) else None
 
 
-def _operation_attributes(span: SpanRecord, category: Category) -> dict[str, Any]:
+def _operation_attributes(span: SpanRecord, category: str) -> dict[str, Any]:
     a = span.attributes
     data: dict[str, Any] = {
         "type": "operation", "bipartite": 1,
-        "name": str(a.get(MemTrace.OPERATION_NAME) or span.name), "span_name": span.name,
-        "category": category.value, "trace_id": span.trace_id, "span_id": span.span_id,
+        "name": str(a.get(_NAME) or span.name), "span_name": span.name,
+        "category": category, "trace_id": span.trace_id, "span_id": span.span_id,
         "parent_span_id": span.parent_span_id, "start": span.start_time_unix_nano,
         "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
-        "outcome": a.get(MemTrace.OPERATION_OUTCOME), "source": span.source,
-        "gen_ai_operation": a.get(GenAI.OPERATION_NAME), "store_id": a.get(GenAI.MEMORY_STORE_ID),
-        "content_captured": MemTrace.VARIABLE_CONTENTS in a,
+        "outcome": a.get(_OUTCOME), "source": span.source,
+        "gen_ai_operation": a.get(_GEN_AI_OPERATION), "store_id": a.get(_STORE),
+        "content_captured": _VARIABLE_CONTENTS in a,
     }
-    if MemTrace.EVALUATION_PASSED in a:
-        data.update(
-            passed=bool(a.get(MemTrace.EVALUATION_PASSED)), score=a.get(MemTrace.EVALUATION_SCORE),
-            signal=a.get(MemTrace.EVALUATION_SIGNAL), question=a.get(MemTrace.EVALUATION_QUESTION),
-            prediction=a.get(MemTrace.EVALUATION_PREDICTION), gold=a.get(MemTrace.EVALUATION_GOLD),
-            explanation=a.get(MemTrace.EVALUATION_EXPLANATION),
-            evidence=list(a.get(MemTrace.EVALUATION_EVIDENCE) or ()),
-            answer=a.get(MemTrace.EVALUATION_ANSWER), case=a.get(MemTrace.EVALUATION_CASE),
-        )
+    if _PASSED in a:
+        data.update({
+            "passed": bool(a.get(_PASSED)), "score": a.get(MemTrace.EVALUATION_SCORE),
+            "signal": a.get(MemTrace.EVALUATION_SIGNAL), "question": a.get(MemTrace.EVALUATION_QUESTION),
+            "prediction": a.get(MemTrace.EVALUATION_PREDICTION), "gold": a.get(MemTrace.EVALUATION_GOLD),
+            "explanation": a.get(MemTrace.EVALUATION_EXPLANATION),
+            "evidence": list(a.get(MemTrace.EVALUATION_EVIDENCE) or ()),
+            "answer": a.get(MemTrace.EVALUATION_ANSWER), "case": a.get(MemTrace.EVALUATION_CASE),
+        })
     return data
 
 
 class _Builder:
     """Accumulates one graph; not thread-safe (one builder per build).
 
-    Nodes and edges are collected in plain dicts and lists and handed to networkx
-    in bulk at the end: per-call ``add_node``/``add_edge`` cost more than the
-    whole rest of the build.
+    Nodes and adjacency are collected in the plain dicts a ``networkx.DiGraph`` keeps
+    (``_node``, ``_succ``, ``_pred``) and installed in the graph at the end: per-call
+    ``add_node``/``add_edge``, and even networkx's bulk calls, cost more than the whole rest
+    of the build. The layout is exactly the one ``add_nodes_from`` + ``add_edges_from``
+    make: every node in all three dicts in one order, one data dict per edge shared by
+    ``succ[u][v]`` and ``pred[v][u]``, a node only an edge names added with empty data.
     """
 
     def __init__(self, content: ContentLookup | None) -> None:
         self.problems: list[Problem] = []
         self.content = content
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.edges: dict[tuple[str, str], str] = {}
+        self.succ: dict[str, dict[str, dict[str, Any]]] = {}
+        self.pred: dict[str, dict[str, dict[str, Any]]] = {}
         self.span_ops: set[tuple[str, str]] = set()
-        self.links: list[tuple[str, str]] = []  # producers the operations linked to
+        self.links: list[SpanLink] = []  # producers the operations linked to
+        # Lineage in the order it was added, replayed only to report a cycle in a stable order.
+        self.lineage: list[tuple[str, list[str], list[str]]] = []
+        self.version_edges: list[tuple[str, str]] = []
 
     def touch(self, variable_id: str) -> dict[str, Any]:
         data = self.nodes.get(variable_id)
@@ -134,6 +150,7 @@ class _Builder:
             data = self.nodes[variable_id] = {
                 "type": "variable", "bipartite": 0, "name": name, "version": version,
                 "kind": "other", "hash": "", "size": 0, "content": None, "deleted": False}
+            self.succ[variable_id], self.pred[variable_id] = {}, {}
         return data
 
     def describe(self, descriptor: Any, content: Any, span: SpanRecord) -> None:
@@ -143,48 +160,62 @@ class _Builder:
                                                       f"{MemTrace.VARIABLES} entry {str(descriptor)[:80]!r}"))
             return
         variable_id, kind, size, digest = parsed
-        data = self.touch(variable_id)
+        data = self.nodes.get(variable_id) or self.touch(variable_id)
         if not data["hash"]:
-            data.update(kind=kind, size=size, hash=digest)
+            data["kind"], data["size"], data["hash"] = kind, size, digest
         if data["content"] is None and isinstance(content, str):
             data["content"] = content
 
     def add_span(self, span: SpanRecord) -> None:
-        category = _category(span.attributes)
+        a = span.attributes
+        category = _category(a)
         if category is None:
             return  # not a memory operation: ordinary application spans stay out of the graph
-        node = operation_node_id(span.trace_id, span.span_id)
+        node = f"op:{span.trace_id}:{span.span_id}"  # operation_node_id, inlined (hot path)
         self.span_ops.add((span.trace_id, span.span_id))
-        a, problems, edges, touch = span.attributes, self.problems, self.edges, self.touch
-        data = self.nodes[node] = _operation_attributes(span, category)
-        for variable_id in _strings(a.get(MemTrace.INPUTS), MemTrace.INPUTS, span, problems):
-            touch(variable_id)
-            edges[(variable_id, node)] = "input"
-        for variable_id in _strings(a.get(MemTrace.OUTPUTS), MemTrace.OUTPUTS, span, problems):
-            touch(variable_id)
-            edges[(node, variable_id)] = "output"
-        descriptors = _strings(a.get(MemTrace.VARIABLES), MemTrace.VARIABLES, span, problems)
-        contents = _column(a, MemTrace.VARIABLE_CONTENTS, len(descriptors), None)
-        for descriptor, content in zip(descriptors, contents, strict=True):
-            self.describe(descriptor, content, span)
-        for deleted in _strings(a.get(MemTrace.DELETED), MemTrace.DELETED, span, problems):
-            touch(deleted)["deleted"] = True
+        problems, nodes, succ, pred, touch = self.problems, self.nodes, self.succ, self.pred, self.touch
+        if node not in succ:
+            succ[node], pred[node] = {}, {}
+        data = nodes[node] = _operation_attributes(span, category)
+        inputs = _strings(a.get(_INPUTS), _INPUTS, span, problems)
+        ins = pred[node]
+        for variable_id in inputs:
+            if variable_id not in nodes:
+                touch(variable_id)
+            succ[variable_id][node] = ins[variable_id] = {"role": "input"}
+        outputs = _strings(a.get(_OUTPUTS), _OUTPUTS, span, problems)
+        outs = succ[node]
+        for variable_id in outputs:
+            if variable_id not in nodes:
+                touch(variable_id)
+            outs[variable_id] = pred[variable_id][node] = {"role": "output"}
+        self.lineage.append((node, inputs, outputs))
+        descriptors = _strings(a.get(_VARIABLES), _VARIABLES, span, problems)
+        if descriptors:
+            contents = _column(a, _VARIABLE_CONTENTS, len(descriptors), None)
+            for descriptor, content in zip(descriptors, contents, strict=True):
+                self.describe(descriptor, content, span)
+        deleted = a.get(_DELETED)
+        if deleted is not None:
+            for variable_id in _strings(deleted, _DELETED, span, problems):
+                touch(variable_id)["deleted"] = True
         if span.links:
-            self.links.extend((link.trace_id, link.span_id) for link in span.links)
-        steps = [e for e in span.events if e.name == MemTraceEvent.STEP] if span.events else None
-        if steps:
-            data["steps"] = [
-                {"name": e.attributes.get(MemTraceStep.NAME, ""),
-                 "inputs": list(e.attributes.get(MemTraceStep.INPUTS) or ()),
-                 "outputs": list(e.attributes.get(MemTraceStep.OUTPUTS) or ())}
-                for e in steps
-            ]
+            self.links.extend(span.links)
+        if span.events:
+            steps = [e for e in span.events if e.name == MemTraceEvent.STEP]
+            if steps:
+                data["steps"] = [
+                    {"name": e.attributes.get(MemTraceStep.NAME, ""),
+                     "inputs": list(e.attributes.get(MemTraceStep.INPUTS) or ()),
+                     "outputs": list(e.attributes.get(MemTraceStep.OUTPUTS) or ())}
+                    for e in steps
+                ]
 
     def finish(self) -> nx.DiGraph:
-        nodes = self.nodes
+        nodes, span_ops = self.nodes, self.span_ops
         # A link to a span that is not here means its trace was not read: the trace backend
         # can be asked for it (Jaeger keeps links as references, without their attributes).
-        missing = {trace_id for trace_id, span_id in self.links if (trace_id, span_id) not in self.span_ops}
+        missing = {link.trace_id for link in self.links if (link.trace_id, link.span_id) not in span_ops}
         if self.content is not None:
             for variable_id, data in nodes.items():
                 if data["type"] == "variable" and data["content"] is None:
@@ -192,8 +223,9 @@ class _Builder:
         self._order_operations()
         self._version_edges()
         self.graph = graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
-        graph.add_nodes_from(nodes.items())
-        graph.add_edges_from((u, v, {"role": role}) for (u, v), role in self.edges.items())
+        # networkx's descriptors for these three reset its cached views: the supported way
+        # for a builder to install its own dicts.
+        graph._node, graph._succ, graph._pred = nodes, self.succ, self.pred
         self._break_cycles()
         return graph
 
@@ -208,17 +240,35 @@ class _Builder:
         for data in self.nodes.values():
             if data["type"] == "variable":
                 versions[data["name"]].append(data["version"])
+        succ, pred, nodes = self.succ, self.pred, self.nodes
         for name, found in versions.items():
             if len(found) > 1:
                 found.sort()
                 for before, after in pairwise(found):
-                    self.edges.setdefault((f"{name}@{before}", f"{name}@{after}"), "version")
+                    source, target = f"{name}@{before}", f"{name}@{after}"
+                    for end in (source, target):  # "x@01" names node "x@1" nobody wrote
+                        if end not in succ:
+                            succ[end], pred[end], nodes[end] = {}, {}, {}
+                    if target not in succ[source]:  # an edge already there keeps its role
+                        succ[source][target] = pred[target][source] = {"role": "version"}
+                        self.version_edges.append((source, target))
+
+    def _edge_order(self) -> dict[tuple[str, str], None]:
+        """The edges in the order they were first added (the order cycles are searched in)."""
+        edges: dict[tuple[str, str], None] = {}
+        for node, inputs, outputs in self.lineage:
+            edges.update(((variable_id, node), None) for variable_id in inputs)
+            edges.update(((node, variable_id), None) for variable_id in outputs)
+        edges.update(dict.fromkeys(self.version_edges))
+        return edges
 
     def _break_cycles(self) -> None:
         # A lineage cycle means some span lied about versions; cut the edge that closes it,
         # report it, and keep the rest usable (attribution needs a DAG). The common case, no
-        # cycle, is one linear pass over the edge list; only nodes left on cycles are searched.
-        remaining = _nodes_on_or_after_cycles(self.edges)
+        # cycle, is one linear pass over the adjacency; only nodes left on cycles are searched.
+        if _is_dag(self.succ, self.pred):
+            return
+        remaining = _nodes_on_or_after_cycles(self._edge_order())
         for _ in range(_MAX_CYCLE_REPAIRS):
             if not remaining:
                 return
@@ -230,6 +280,19 @@ class _Builder:
                                                 f"edge {source} -> {target} dropped"))
             self.graph.remove_edge(source, target)
             remaining = _nodes_on_or_after_cycles(dict.fromkeys(self.graph.subgraph(remaining).edges))
+
+
+def _is_dag(succ: dict[str, dict[str, Any]], pred: dict[str, dict[str, Any]]) -> bool:
+    """Kahn's algorithm over the adjacency dicts: True when every node can be ordered."""
+    indegree = dict(zip(pred, map(len, pred.values()), strict=True))
+    ordered = [node for node, degree in indegree.items() if not degree]
+    for node in ordered:  # grows while it is walked: each node freed by its last parent
+        for child in succ[node]:
+            left = indegree[child] - 1
+            indegree[child] = left
+            if not left:
+                ordered.append(child)
+    return len(ordered) == len(indegree)
 
 
 def _nodes_on_or_after_cycles(edges: Iterable[tuple[str, str]]) -> set[str]:

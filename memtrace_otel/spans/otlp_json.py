@@ -12,6 +12,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator
+from sys import intern as _intern
 from typing import Any
 
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
@@ -27,6 +28,8 @@ _STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET",
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
+_LOWER_HEX = {length: re.compile(f"[0-9a-f]{{{length}}}").fullmatch for length in (16, 32)}
+_NO_STATUS: dict[str, Any] = {}
 
 
 class MalformedSpan(ValueError):
@@ -119,6 +122,9 @@ def key_values(items: Any) -> dict[str, Any]:
         key = item.get("key")
         if type(key) is not str:
             continue
+        # One shared copy of each key rather than one per span and attribute: large files
+        # repeat a handful of keys millions of times.
+        key = _intern(key)
         value = item.get("value")
         if type(value) is dict:
             # Fast paths for what memory spans are made of: strings and arrays of strings.
@@ -148,44 +154,69 @@ def _truncate_long(attributes: dict[str, Any], where: str, problems: list[Proble
                                            f"{MAX_ATTRIBUTE_CHARS:,} chars; truncated"))
 
 
+def _cached_id(raw: Any, length: int, known: dict[str, str]) -> str:
+    """:func:`normalise_id`, remembering valid ids: a trace id recurs in every span of its
+    trace, and parents and links name spans already seen."""
+    if type(raw) is str:
+        value = known.get(raw)
+        if value is not None:
+            return value
+        # Lowercase hex, the OTLP/JSON norm, is kept as it is (no copy); anything else is
+        # left to normalise_id and its problem messages.
+        value = raw if _LOWER_HEX[length](raw) and raw != _ZEROS[length] else normalise_id(raw, length)
+        known[raw] = value
+        return value
+    return normalise_id(raw, length)
+
+
 def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem],
-          check_long: bool = True) -> SpanRecord:
-    trace_id = normalise_id(_get(raw, "traceId", "trace_id"), 32)
-    span_id = normalise_id(_get(raw, "spanId", "span_id"), 16)
-    parent_raw = _get(raw, "parentSpanId", "parent_span_id")
-    parent = normalise_id(parent_raw, 16) if parent_raw else ""
-    attributes = key_values(raw.get("attributes"))
+          check_long: bool, trace_ids: dict[str, str], span_ids: dict[str, str]) -> SpanRecord:
+    # The hot loop of reading a file: field lookups are spelled out rather than going
+    # through _get, and the record is built positionally (keywords cost twice as much).
+    get = raw.get
+    trace_id = get("traceId")
+    trace_id = _cached_id(get("trace_id") if trace_id is None else trace_id, 32, trace_ids)
+    span_id = get("spanId")
+    span_id = _cached_id(get("span_id") if span_id is None else span_id, 16, span_ids)
+    parent = get("parentSpanId")
+    if parent is None:
+        parent = get("parent_span_id")
+    parent = _cached_id(parent, 16, span_ids) if parent else ""
+    attributes = key_values(get("attributes"))
     if check_long:
         _truncate_long(attributes, where, problems)
+    events = get("events")
     events = [
         SpanEvent(str(e.get("name", "")), int(_get(e, "timeUnixNano", "time_unix_nano") or 0),
                   key_values(e.get("attributes")))
-        for e in raw.get("events") or () if isinstance(e, dict)
-    ]
+        for e in events if isinstance(e, dict)
+    ] if events else []
+    links = get("links")
+    links = _links(links, span_id, where, problems, trace_ids, span_ids) if links else []
+    status = get("status") or _NO_STATUS
+    start = get("startTimeUnixNano")
+    end = get("endTimeUnixNano")
+    return SpanRecord(
+        trace_id, span_id, str(get("name", "")), parent,
+        int((get("start_time_unix_nano") if start is None else start) or 0),
+        int((get("end_time_unix_nano") if end is None else end) or 0),
+        attributes, events, links,
+        _STATUS_CODES.get(status.get("code", 0), "UNSET"), str(status.get("message", "")),
+        service, where,
+    )
+
+
+def _links(raw_links: Any, span_id: str, where: str, problems: list[Problem],
+           trace_ids: dict[str, str], span_ids: dict[str, str]) -> list[SpanLink]:
     links = []
-    for link in raw.get("links") or ():
+    for link in raw_links:
         try:
-            links.append(SpanLink(normalise_id(_get(link, "traceId", "trace_id"), 32),
-                                  normalise_id(_get(link, "spanId", "span_id"), 16),
+            links.append(SpanLink(_cached_id(_get(link, "traceId", "trace_id"), 32, trace_ids),
+                                  _cached_id(_get(link, "spanId", "span_id"), 16, span_ids),
                                   key_values(link.get("attributes"))))
         except (MalformedSpan, AttributeError) as error:
             problems.append(Problem(where, f"span {span_id}: link dropped: {error}"))
-    status = raw.get("status") or {}
-    return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id,
-        name=str(raw.get("name", "")),
-        parent_span_id=parent,
-        start_time_unix_nano=int(_get(raw, "startTimeUnixNano", "start_time_unix_nano") or 0),
-        end_time_unix_nano=int(_get(raw, "endTimeUnixNano", "end_time_unix_nano") or 0),
-        attributes=attributes,
-        events=events,
-        links=links,
-        status_code=_STATUS_CODES.get(status.get("code", 0), "UNSET"),
-        status_message=str(status.get("message", "")),
-        service_name=service,
-        source=where,
-    )
+    return links
 
 
 def records_from_traces_data(
@@ -202,13 +233,13 @@ def records_from_traces_data(
     if not isinstance(resource_spans, list):
         problems.append(Problem(where, "not an OTLP TracesData object (no resourceSpans list)"))
         return
+    trace_ids: dict[str, str] = {}  # valid ids seen in this document, raw -> normalised
+    span_ids: dict[str, str] = {}
     for resource_span in resource_spans:
         if not isinstance(resource_span, dict):
             problems.append(Problem(where, "resourceSpans entry is not an object"))
             continue
-        resource = resource_span.get("resource")
-        attributes = key_values(resource.get("attributes")) if isinstance(resource, dict) else {}
-        service = str(attributes.get("service.name", ""))
+        service = _service_name(resource_span.get("resource"), where, problems)
         scope_spans = _get(resource_span, "scopeSpans", "scope_spans")
         if not isinstance(scope_spans, list):
             problems.append(Problem(where, "resourceSpans entry has no scopeSpans list"))
@@ -219,15 +250,25 @@ def records_from_traces_data(
                 problems.append(Problem(where, "scopeSpans entry has no spans list"))
                 continue
             for raw in spans:
-                yield from _checked_span(raw, service, where, problems, check_long)
+                try:
+                    if not isinstance(raw, dict):
+                        raise MalformedSpan("span is not an object")
+                    record = _span(raw, service, where, problems, check_long, trace_ids, span_ids)
+                except _SKIPPED as error:
+                    name = raw.get("name", "?") if isinstance(raw, dict) else "?"
+                    problems.append(Problem(where, f"span {str(name)[:80]!r} skipped: {error}"))
+                    continue
+                yield record
 
 
-def _checked_span(raw: Any, service: str, where: str, problems: list[Problem],
-                  check_long: bool) -> Iterator[SpanRecord]:
+def _service_name(resource: Any, where: str, problems: list[Problem]) -> str:
     try:
-        if not isinstance(raw, dict):
-            raise MalformedSpan("span is not an object")
-        yield _span(raw, service, where, problems, check_long)
-    except (MalformedSpan, TypeError, ValueError, AttributeError, OverflowError) as error:
-        name = raw.get("name", "?") if isinstance(raw, dict) else "?"
-        problems.append(Problem(where, f"span {str(name)[:80]!r} skipped: {error}"))
+        attributes = key_values(resource.get("attributes")) if isinstance(resource, dict) else {}
+    except (TypeError, ValueError, OverflowError) as error:  # {"intValue": "x"}, say
+        problems.append(Problem(where, f"resource attributes unreadable ({error}); service name left empty"))
+        return ""
+    return str(attributes.get("service.name", ""))
+
+
+_SKIPPED = (MalformedSpan, TypeError, ValueError, AttributeError, OverflowError)
+"""What makes one span unusable; it is reported and the rest of the document read."""
