@@ -265,6 +265,16 @@ class MemorySystem(abc.ABC):
                                qa.category, list(qa.evidence), result.source, result.unit,
                                [u.name for u in units], trace_id)
 
+    def retrieve_top_k(self, op: Operation, query: Variable, question: str, case_id: str,
+                       k: int) -> tuple[list[Unit], Variable]:
+        """One-stage retrieval inside ``op``: rank every unit, keep ``k``, write the context."""
+        op.read(query)
+        ranked = self.rank_units(question, list(self.state.units.values()))
+        chosen = self.omit_critical(op, ranked, k)
+        for unit in chosen:
+            self.read_unit(op, unit)
+        return chosen, self.write_context(op, case_id, chosen)
+
     def write_context(self, op: Operation, case_id: str, units: Sequence[Unit]) -> Variable:
         content = "\n\n".join(u.content for u in units)
         return op.write(f"context:{case_id}", content, kind=VariableKind.CONTEXT)

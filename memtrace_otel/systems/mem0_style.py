@@ -116,9 +116,4 @@ class Mem0StyleSystem(MemorySystem):
         with self.tracer.operation("mem0.search", Category.RETRIEVAL,
                                    gen_ai_operation=GenAIOperation.SEARCH_MEMORY.value,
                                    store_id=self.name) as op:
-            op.read(query)
-            ranked = self.rank_units(question, list(self.state.units.values()))
-            chosen = self.omit_critical(op, ranked, self.top_k)
-            for unit in chosen:
-                self.read_unit(op, unit)
-            return chosen, self.write_context(op, case_id, chosen)
+            return self.retrieve_top_k(op, query, question, case_id, self.top_k)

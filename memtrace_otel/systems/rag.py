@@ -55,9 +55,4 @@ class RAGSystem(MemorySystem):
                                    gen_ai_operation=GenAIOperation.RETRIEVAL.value,
                                    store_id=self.name) as op:
             op.span.set_attribute(GenAI.RETRIEVAL_TOP_K, self.top_k)
-            op.read(query)
-            ranked = self.rank_units(question, list(self.state.units.values()))
-            chosen = self.omit_critical(op, ranked, self.top_k)
-            for unit in chosen:
-                self.read_unit(op, unit)
-            return chosen, self.write_context(op, case_id, chosen)
+            return self.retrieve_top_k(op, query, question, case_id, self.top_k)
