@@ -22,7 +22,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -103,25 +102,13 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], *, k: int = _RRF_K
 def embedder() -> Embedder | None:
     """A text -> unit-vector matrix function, or ``None`` when no offline model is available.
 
-    Prefers the reference systems' loader (one model per process), else loads
-    wordllama from its own package directory with downloads disabled.
+    Uses the one wordllama loader of the package (one model per process, loaded from
+    the package's own weights with downloads disabled).
     """
-    model: Any = None
-    try:
-        from memtrace_otel.systems.offline import load_wordllama
+    from memtrace_otel.systems.offline import load_wordllama
 
-        model = load_wordllama()
-    except ImportError:  # the reference systems are optional; load wordllama ourselves
-        try:
-            import wordllama
-            from wordllama import WordLlama
-
-            model = WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)
-        except Exception as error:
-            _logger.info("embeddings unavailable (%s); lexical ranking only", error)
-    if model is None:
-        return None
-    return _normalised(model.embed)
+    model = load_wordllama()
+    return None if model is None else _normalised(model.embed)
 
 
 def _normalised(embed: Callable[..., Any]) -> Embedder:
