@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +42,6 @@ __all__ = [
     "reciprocal_rank_fusion",
 ]
 
-_logger = logging.getLogger(__name__)
 _RRF_K = 60
 _RANKED_EVIDENCE = 3
 Embedder = Callable[[Sequence[str]], Any]
