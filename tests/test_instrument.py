@@ -236,3 +236,27 @@ def test_concurrent_writes_of_one_name_get_distinct_versions(tracer_provider) ->
         thread.join()
     assert len(ids) == len(set(ids)) == 800
     assert mt.registry.latest("mem:shared").version == 800
+
+
+def test_in_process_graph_sees_contents_and_verdicts_that_spans_do_not_carry(no_content_env) -> None:
+    # Content capture off: exported spans stay private, but attribution in this process
+    # (GraphSpanExporter fed by the tracer's content store) sees what memories and verdicts say.
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from memtrace_otel.exporters import GraphSpanExporter
+    from memtrace_otel.graph import failed_evaluations
+
+    provider = TracerProvider()
+    mt = MemoryTracer(provider)
+    private, in_process = GraphSpanExporter(), GraphSpanExporter(content=mt.contents.get)
+    provider.add_span_processor(SimpleSpanProcessor(private))
+    provider.add_span_processor(SimpleSpanProcessor(in_process))
+    with mt.operation("store", Category.EXTRACTION) as op:
+        op.write("mem:1", "User lives in Porto", kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.record_evaluation(False, question="Where?", prediction="Porto", gold="Lisbon")
+    for G, expected in ((private.graph(), None), (in_process.graph(), "Lisbon")):
+        (failed,) = failed_evaluations(G)
+        assert G.nodes[failed]["gold"] == expected
+    assert private.graph().nodes["mem:1@1"]["content"] is None
+    assert in_process.graph().nodes["mem:1@1"]["content"] == "User lives in Porto"

@@ -28,7 +28,7 @@ from typing import Any
 import networkx as nx
 
 from memtrace_otel.instrument.operation import parse_descriptor
-from memtrace_otel.instrument.variables import split_variable_id
+from memtrace_otel.instrument.variables import EVALUATION_TEXT_FIELDS, evaluation_text_key, split_variable_id
 from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.readers import gc_paused
@@ -211,15 +211,26 @@ class _Builder:
                     for e in steps
                 ]
 
+    def _fill_contents(self) -> None:
+        # Spans exported without content, read in the process that made them: the in-process
+        # store still has what variables and verdicts said.
+        lookup = self.content
+        for node, data in self.nodes.items():
+            if data["type"] == "variable":
+                if data["content"] is None:
+                    data["content"] = lookup(node)
+            elif "passed" in data:
+                for field_name in EVALUATION_TEXT_FIELDS:
+                    if data.get(field_name) is None:
+                        data[field_name] = lookup(evaluation_text_key(data["span_id"], field_name))
+
     def finish(self) -> nx.DiGraph:
         nodes, span_ops = self.nodes, self.span_ops
         # A link to a span that is not here means its trace was not read: the trace backend
         # can be asked for it (Jaeger keeps links as references, without their attributes).
         missing = {link.trace_id for link in self.links if (link.trace_id, link.span_id) not in span_ops}
         if self.content is not None:
-            for variable_id, data in nodes.items():
-                if data["type"] == "variable" and data["content"] is None:
-                    data["content"] = self.content(variable_id)
+            self._fill_contents()
         self._order_operations()
         self._version_edges()
         self.graph = graph = nx.DiGraph(problems=self.problems, missing_traces=missing)

@@ -27,7 +27,14 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode,
 
 from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
 from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
-from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry, split_variable_id
+from memtrace_otel.instrument.variables import (
+    EVALUATION_TEXT_FIELDS,
+    ContentStore,
+    Variable,
+    VariableRegistry,
+    evaluation_text_key,
+    split_variable_id,
+)
 from memtrace_otel.semconv import (
     Category,
     EvaluationSignal,
@@ -421,12 +428,13 @@ class Operation:
         if explanation is not None and self._owner.capture_content:
             event[GenAI.EVALUATION_EXPLANATION] = self._truncate(explanation)
         self.span.add_event(GenAIEvent.EVALUATION_RESULT, event)
-        # The in-process content store sees the verdict's text even when spans do not.
-        store = self._owner.contents
-        for suffix, value in (("question", question), ("prediction", prediction), ("gold", gold),
-                              ("explanation", explanation)):
+        # The in-process content store keeps the verdict's text even when spans do not, so
+        # in-process attribution (GraphSpanExporter(content=...)) still knows the gold.
+        span_id = f"{self.span_context.span_id:016x}"
+        for field_name, value in zip(EVALUATION_TEXT_FIELDS, (question, prediction, gold, explanation),
+                                     strict=True):
             if value is not None:
-                store.put(f"{self.span_context.span_id:016x}#{suffix}", value)
+                self._owner.contents.put(evaluation_text_key(span_id, field_name), value)
 
     # -- internals ---------------------------------------------------------
     def _output(self, variable: Variable) -> Variable:

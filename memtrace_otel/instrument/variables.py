@@ -16,7 +16,27 @@ from opentelemetry.trace import SpanContext
 
 from memtrace_otel.semconv import VariableKind
 
-__all__ = ["ContentStore", "Variable", "VariableRegistry", "content_hash", "split_variable_id"]
+__all__ = [
+    "EVALUATION_TEXT_FIELDS",
+    "ContentStore",
+    "Variable",
+    "VariableRegistry",
+    "content_hash",
+    "evaluation_text_key",
+    "split_variable_id",
+]
+
+EVALUATION_TEXT_FIELDS = ("question", "prediction", "gold", "explanation")
+"""The texts of a verdict that are content: on spans only with capture, always in-process."""
+
+
+def evaluation_text_key(span_id: str, field: str) -> str:
+    """The :class:`ContentStore` key of one text of the verdict recorded by span ``span_id``.
+
+    >>> evaluation_text_key("00f067aa0ba902b7", "gold")
+    '00f067aa0ba902b7#gold'
+    """
+    return f"{span_id}#{field}"
 
 
 def content_hash(content: str) -> str:
@@ -96,12 +116,6 @@ class VariableRegistry:
             if variable is not None:
                 self._latest.move_to_end(name)
             return variable
-
-    def next_version(self, name: str) -> int:
-        """The version a new write of ``name`` gets."""
-        with self._lock:
-            current = self._latest.get(name)
-            return 1 if current is None else current.version + 1
 
     def new_version(self, name: str, kind: VariableKind, content: str | None,
                     producer: SpanContext | None) -> Variable:

@@ -99,7 +99,6 @@ def _open(path: str) -> TextIO:
 def _read_lines(path: str, handle: TextIO, result: SpanReadResult) -> None:
     problems = result.problems
     line_number = 0
-    first_error: tuple[int, str] | None = None
     try:
         for line_number, line in enumerate(handle, start=1):
             if not line or line.isspace():  # not line.strip(), without copying the line
@@ -108,8 +107,6 @@ def _read_lines(path: str, handle: TextIO, result: SpanReadResult) -> None:
             try:
                 document = _loads(line)
             except ValueError as error:
-                if first_error is None and not result.spans:
-                    first_error = (line_number, str(error))
                 problems.append(Problem(where, f"invalid JSON ({error}); line skipped"))
                 continue
             result.add(records_from_document(document, where, problems, text_length=len(line)))
