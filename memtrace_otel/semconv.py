@@ -13,7 +13,10 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "CATEGORY_ERROR_TYPE",
+    "GENAI_OPERATION_CATEGORY",
     "Category",
+    "ErrorType",
     "EvaluationSignal",
     "GenAI",
     "GenAIEvent",
@@ -25,6 +28,7 @@ __all__ = [
     "RecordMetadata",
     "VariableKind",
     "all_keys",
+    "error_type_of_category",
 ]
 
 
@@ -220,6 +224,61 @@ class EvaluationSignal(StrEnum):
     """An LLM or rule judge said fail, with an explanation and no gold."""
     FEEDBACK = "feedback"
     """Only a thumbs-down: the question is all there is."""
+
+
+class ErrorType(StrEnum):
+    """The five MemTrace error types; each names the role of the faulty operation."""
+
+    EXTRACTION = "ExtractionError"
+    UPDATE = "UpdateError"
+    DELETION = "DeletionError"
+    RETRIEVAL = "RetrievalError"
+    RESPONSE = "ResponseError"
+
+
+CATEGORY_ERROR_TYPE: dict[Category, ErrorType] = {
+    Category.INGEST: ErrorType.EXTRACTION,
+    Category.EXTRACTION: ErrorType.EXTRACTION,
+    Category.UPDATE: ErrorType.UPDATE,
+    Category.DELETION: ErrorType.DELETION,
+    Category.RETRIEVAL: ErrorType.RETRIEVAL,
+    Category.RERANK: ErrorType.RETRIEVAL,
+    Category.GENERATION: ErrorType.RESPONSE,
+}
+"""The one mapping from an operation's role to the error type a fault of that role is.
+
+``ingest`` writes memory from messages, so a fault there is an extraction fault.
+``evaluation`` and ``other`` have no error type of their own."""
+
+
+def error_type_of_category(category: Category | str | None) -> ErrorType | None:
+    """The error type of a faulty operation of ``category``; ``None`` for roles that have none.
+
+    >>> error_type_of_category("rerank").value
+    'RetrievalError'
+    >>> error_type_of_category(Category.INGEST).value
+    'ExtractionError'
+    >>> error_type_of_category("evaluation") is None
+    True
+    """
+    if category is None:
+        return None
+    try:
+        return CATEGORY_ERROR_TYPE.get(Category(category))
+    except ValueError:
+        return None
+
+
+GENAI_OPERATION_CATEGORY: dict[GenAIOperation, Category] = {
+    GenAIOperation.CREATE_MEMORY: Category.EXTRACTION,
+    GenAIOperation.UPDATE_MEMORY: Category.UPDATE,
+    GenAIOperation.UPSERT_MEMORY: Category.UPDATE,
+    GenAIOperation.DELETE_MEMORY: Category.DELETION,
+    GenAIOperation.SEARCH_MEMORY: Category.RETRIEVAL,
+    GenAIOperation.RETRIEVAL: Category.RETRIEVAL,
+}
+"""The category a GenAI memory span stands for when it carries no ``memtrace.operation.category``
+(spans from other GenAI memory instrumentations)."""
 
 
 def all_keys() -> list[str]:

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from opentelemetry import context as otel_context
 
-from memtrace_otel.attribution.llm_client import (
+from memtrace_otel.llm_client import (
     ChatResult,
     LLMClient,
     LLMError,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any, ClassVar
 
 import networkx as nx
 
 from memtrace_otel.graph.query import answer_of
+from memtrace_otel.semconv import ErrorType
 
 __all__ = [
     "Attribution",
@@ -26,16 +26,6 @@ __all__ = [
     "create_engine",
     "register_engine",
 ]
-
-
-class ErrorType(StrEnum):
-    """The five MemTrace error types; each names the role of the faulty operation."""
-
-    EXTRACTION = "ExtractionError"
-    UPDATE = "UpdateError"
-    DELETION = "DeletionError"
-    RETRIEVAL = "RetrievalError"
-    RESPONSE = "ResponseError"
 
 
 @dataclass(slots=True)

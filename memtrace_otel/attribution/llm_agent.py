@@ -44,7 +44,7 @@ from memtrace_otel.attribution.llm_baselines import (
     parse_error_type,
     start_variables,
 )
-from memtrace_otel.attribution.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
+from memtrace_otel.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
 from memtrace_otel.attribution.render import (
     OperationIndex,
     candidate_operations,

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import networkx as nx
 
 from memtrace_otel.attribution.base import Attribution, Engine, ErrorType, FailureCase, register_engine
-from memtrace_otel.attribution.llm_client import (
+from memtrace_otel.llm_client import (
     ChatResult,
     LLMClient,
     LLMError,

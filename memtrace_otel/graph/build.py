@@ -27,34 +27,33 @@ from typing import Any
 
 import networkx as nx
 
-from memtrace_otel.instrument.operation import parse_descriptor
-from memtrace_otel.instrument.variables import EVALUATION_TEXT_FIELDS, evaluation_text_key, split_variable_id
-from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStep
+from memtrace_otel.semconv import (
+    GENAI_OPERATION_CATEGORY,
+    Category,
+    GenAI,
+    MemTrace,
+    MemTraceEvent,
+    MemTraceStep,
+)
 from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.readers import gc_paused
+from memtrace_otel.wire import (
+    EVALUATION_TEXT_FIELDS,
+    MalformedId,
+    evaluation_text_key,
+    operation_node_id,
+    parse_descriptor,
+    split_variable_id,
+)
 
 __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
 
 ContentLookup = Callable[[str], "str | None"]
 """Gives the content of a variable id when spans carry none (in-process attribution)."""
 
-_MEMORY_OPERATIONS = {
-    "create_memory": Category.EXTRACTION, "update_memory": Category.UPDATE,
-    "upsert_memory": Category.UPDATE, "delete_memory": Category.DELETION,
-    "search_memory": Category.RETRIEVAL, "retrieval": Category.RETRIEVAL,
-}
 _MAX_CYCLE_REPAIRS = 1000
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
-
-
-def operation_node_id(trace_id: str, span_id: str) -> str:
-    """Node key of the operation recorded by span ``span_id`` of trace ``trace_id``.
-
-    >>> operation_node_id("ab" * 16, "cd" * 8)
-    'op:abababababababababababababababab:cdcdcdcdcdcdcdcd'
-    """
-    return f"op:{trace_id}:{span_id}"
 
 
 def _strings(value: Any, key: str, span: SpanRecord, problems: list[Problem]) -> list[str]:
@@ -81,7 +80,7 @@ def _column(attributes: dict[str, Any], key: str, length: int, default: Any) -> 
 # Category values as plain strings: enum calls and ``.value`` are slow in a per-span loop.
 _CATEGORIES = {category.value: str(category.value) for category in Category}
 _OTHER = str(Category.OTHER.value)
-_MEMORY_CATEGORIES = {name: str(category.value) for name, category in _MEMORY_OPERATIONS.items()}
+_MEMORY_CATEGORIES = {str(op.value): str(category.value) for op, category in GENAI_OPERATION_CATEGORY.items()}
 _CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
 _NAME, _OUTCOME, _STORE = MemTrace.OPERATION_NAME, MemTrace.OPERATION_OUTCOME, GenAI.MEMORY_STORE_ID
 _PASSED = MemTrace.EVALUATION_PASSED
@@ -154,12 +153,12 @@ class _Builder:
         return data
 
     def describe(self, descriptor: Any, content: Any, span: SpanRecord) -> None:
-        parsed = parse_descriptor(descriptor)
-        if parsed is None:
-            self.problems.append(Problem(span.source, f"span {span.span_id}: malformed "
-                                                      f"{MemTrace.VARIABLES} entry {str(descriptor)[:80]!r}"))
+        try:
+            variable_id, kind, size, digest = parse_descriptor(descriptor)
+        except MalformedId as error:
+            self.problems.append(Problem(span.source, f"span {span.span_id}: {MemTrace.VARIABLES} "
+                                                      f"entry skipped: {error}"))
             return
-        variable_id, kind, size, digest = parsed
         data = self.nodes.get(variable_id) or self.touch(variable_id)
         if not data["hash"]:
             data["kind"], data["size"], data["hash"] = kind, size, digest

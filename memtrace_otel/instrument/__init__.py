@@ -7,7 +7,7 @@ from memtrace_otel.instrument.record_lineage import (
     parse_traceparent,
     write_lineage,
 )
-from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry, content_hash
+from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry
 
 __all__ = [
     "ContentStore",
@@ -15,7 +15,6 @@ __all__ = [
     "Operation",
     "Variable",
     "VariableRegistry",
-    "content_hash",
     "current_operation",
     "format_traceparent",
     "lineage_from_metadata",

@@ -27,14 +27,7 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode,
 
 from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
 from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
-from memtrace_otel.instrument.variables import (
-    EVALUATION_TEXT_FIELDS,
-    ContentStore,
-    Variable,
-    VariableRegistry,
-    evaluation_text_key,
-    split_variable_id,
-)
+from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry
 from memtrace_otel.semconv import (
     Category,
     EvaluationSignal,
@@ -47,8 +40,10 @@ from memtrace_otel.semconv import (
     VariableKind,
 )
 from memtrace_otel.version import __version__
+from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, evaluation_text_key, split_variable_id
+from memtrace_otel.wire import describe as describe_variable
 
-__all__ = ["MemoryTracer", "Operation", "current_operation", "describe", "parse_descriptor"]
+__all__ = ["MemoryTracer", "Operation", "current_operation", "describe"]
 
 _logger = logging.getLogger(__name__)
 _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
@@ -473,27 +468,10 @@ class Operation:
 
 
 def describe(variable: Variable) -> str:
-    """The ``memtrace.variables`` descriptor of ``variable``: ``"<kind> <size> <hash> <id>"``.
-
-    The id goes last because names may contain spaces.
+    """The ``memtrace.variables`` descriptor of ``variable`` (see :mod:`memtrace_otel.wire`).
 
     >>> from memtrace_otel.semconv import VariableKind
     >>> describe(Variable("msg:D1:1", 1, VariableKind.MESSAGE, "hello"))
     'message 5 a7b6eda801e5347d msg:D1:1@1'
     """
-    return f"{variable.kind.value} {variable.size} {variable.hash} {variable.id}"
-
-
-def parse_descriptor(descriptor: str) -> tuple[str, str, int, str] | None:
-    """``(id, kind, size, hash)`` of a ``memtrace.variables`` descriptor, ``None`` if malformed.
-
-    >>> parse_descriptor("message 5 a7b6eda801e5347d msg:D1:1@1")
-    ('msg:D1:1@1', 'message', 5, 'a7b6eda801e5347d')
-    >>> parse_descriptor("garbage") is None
-    True
-    """
-    parts = descriptor.split(" ", 3) if isinstance(descriptor, str) else []
-    if len(parts) != 4 or not parts[1].isdigit():
-        return None
-    kind, size, digest, variable_id = parts
-    return variable_id, kind, int(size), digest
+    return describe_variable(variable.kind.value, variable.size, variable.hash, variable.id)

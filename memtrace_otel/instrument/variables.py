@@ -7,7 +7,6 @@ in-place change of a memory unit makes ``version + 1``.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -15,52 +14,9 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import SpanContext
 
 from memtrace_otel.semconv import VariableKind
+from memtrace_otel.wire import content_hash, variable_id
 
-__all__ = [
-    "EVALUATION_TEXT_FIELDS",
-    "ContentStore",
-    "Variable",
-    "VariableRegistry",
-    "content_hash",
-    "evaluation_text_key",
-    "split_variable_id",
-]
-
-EVALUATION_TEXT_FIELDS = ("question", "prediction", "gold", "explanation")
-"""The texts of a verdict that are content: on spans only with capture, always in-process."""
-
-
-def evaluation_text_key(span_id: str, field: str) -> str:
-    """The :class:`ContentStore` key of one text of the verdict recorded by span ``span_id``.
-
-    >>> evaluation_text_key("00f067aa0ba902b7", "gold")
-    '00f067aa0ba902b7#gold'
-    """
-    return f"{span_id}#{field}"
-
-
-def content_hash(content: str) -> str:
-    """16 hex chars of BLAKE2b: enough to tell versions apart, too short to invert.
-
-    >>> content_hash("hello")
-    'a7b6eda801e5347d'
-    """
-    return hashlib.blake2b(content.encode("utf-8", "replace"), digest_size=8).hexdigest()
-
-
-def split_variable_id(variable_id: str) -> tuple[str, int]:
-    """Split ``name@version``; a missing or malformed version counts as 1.
-
-    >>> split_variable_id("memory:42@3")
-    ('memory:42', 3)
-    >>> split_variable_id("question")
-    ('question', 1)
-    """
-    name, sep, version = variable_id.rpartition("@")
-    if not sep or not version.isdigit():
-        return variable_id, 1
-    return name, int(version)
-
+__all__ = ["ContentStore", "Variable", "VariableRegistry"]
 
 @dataclass(slots=True)
 class Variable:
@@ -81,7 +37,7 @@ class Variable:
 
     def __post_init__(self) -> None:
         # Computed once: the id is read on every link, attribute and registry access.
-        self.id = f"{self.name}@{self.version}"
+        self.id = variable_id(self.name, self.version)
 
     @property
     def hash(self) -> str:
