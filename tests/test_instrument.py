@@ -12,9 +12,8 @@ from opentelemetry.trace import StatusCode
 
 from memtrace_otel import Category, MemoryTracer, VariableKind, current_operation
 from memtrace_otel.config import ENV_CAPTURE_CONTENT, content_capture_from_env
-from memtrace_otel.wire import content_hash
-from memtrace_otel.wire import parse_descriptor
 from memtrace_otel.semconv import GenAI, GenAIEvent, MemTrace, MemTraceLink
+from memtrace_otel.wire import content_hash, parse_descriptor
 
 
 def _by_name(exporter: InMemorySpanExporter) -> dict[str, object]:

@@ -19,9 +19,9 @@ from test_llm_graphs import (
 
 from memtrace_otel.attribution import Engine, ErrorType, FailureCase, create_engine
 from memtrace_otel.attribution.llm_baselines import parse_error_type
-from memtrace_otel.llm_client import MalformedOutput
 from memtrace_otel.attribution.render import OperationIndex
 from memtrace_otel.graph.query import failed_evaluations
+from memtrace_otel.llm_client import MalformedOutput
 
 from openai_server import OraclePolicy, Reply, ScriptedOpenAIServer
 

@@ -9,6 +9,7 @@ import httpx2
 import pytest
 from opentelemetry import context as otel_context
 
+from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
 from memtrace_otel.llm_client import (
     ChatResult,
     LLMClient,
@@ -18,7 +19,6 @@ from memtrace_otel.llm_client import (
     parse_json_object,
     suppress_instrumentation,
 )
-from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
 
 from openai_server import Reply, ScriptedOpenAIServer
 

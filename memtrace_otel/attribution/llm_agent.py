@@ -44,7 +44,6 @@ from memtrace_otel.attribution.llm_baselines import (
     parse_error_type,
     start_variables,
 )
-from memtrace_otel.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
 from memtrace_otel.attribution.render import (
     OperationIndex,
     candidate_operations,
@@ -54,6 +53,7 @@ from memtrace_otel.attribution.render import (
     truncate,
 )
 from memtrace_otel.graph.query import backward_slice, producer_of
+from memtrace_otel.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
 
 __all__ = ["AGENT_TOOLS", "LLMAgentEngine"]
 

@@ -23,15 +23,6 @@ from typing import Any, ClassVar
 import networkx as nx
 
 from memtrace_otel.attribution.base import Attribution, Engine, ErrorType, FailureCase, register_engine
-from memtrace_otel.llm_client import (
-    ChatResult,
-    LLMClient,
-    LLMError,
-    MalformedOutput,
-    check_refusal,
-    estimate_tokens,
-    parse_json_object,
-)
 from memtrace_otel.attribution.render import (
     OperationIndex,
     candidate_operations,
@@ -41,6 +32,15 @@ from memtrace_otel.attribution.render import (
 )
 from memtrace_otel.graph.errors import MemTraceGraphError
 from memtrace_otel.graph.query import backward_slice, evidence_variables, lineage_path
+from memtrace_otel.llm_client import (
+    ChatResult,
+    LLMClient,
+    LLMError,
+    MalformedOutput,
+    check_refusal,
+    estimate_tokens,
+    parse_json_object,
+)
 
 __all__ = [
     "ROOT_CAUSE_RULES",
