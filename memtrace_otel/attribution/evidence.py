@@ -29,6 +29,7 @@ import networkx as nx
 
 from memtrace_otel.attribution.base import FailureCase
 from memtrace_otel.attribution.presence import critical_information, tokenize
+from memtrace_otel.embeddings import load_wordllama
 from memtrace_otel.graph.query import evidence_variables
 
 __all__ = [
@@ -103,8 +104,6 @@ def embedder() -> Embedder | None:
     Uses the one wordllama loader of the package (one model per process, loaded from
     the package's own weights with downloads disabled).
     """
-    from memtrace_otel.systems.offline import load_wordllama
-
     model = load_wordllama()
     return None if model is None else _normalised(model.embed)
 

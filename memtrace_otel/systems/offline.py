@@ -8,16 +8,15 @@ extractor drops facts phrased as questions).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from memtrace_otel.embeddings import load_wordllama
 from memtrace_otel.systems.interfaces import (
     AnswerResult,
     Components,
@@ -153,27 +152,6 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
-
-
-@functools.lru_cache(maxsize=1)
-def load_wordllama() -> Any | None:
-    """The wordllama model, loaded once per process from the package's own weights.
-
-    ``disable_download`` and the package directory as cache keep it off the
-    network; ``None`` (logged once) when wordllama is not installed or fails.
-    """
-    try:
-        import wordllama
-        from wordllama import WordLlama
-    except ImportError:
-        _logger.info("wordllama is not installed; using the lexical embedder")
-        return None
-    try:
-        return WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)
-    except Exception as error:  # a broken install must not stop the offline systems
-        _logger.warning("wordllama could not load its bundled weights (%s); using the lexical embedder",
-                        error)
-        return None
 
 
 def default_embedder(prefer: str = "auto") -> WordLlamaEmbedder | LexicalEmbedder:
