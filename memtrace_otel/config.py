@@ -15,14 +15,17 @@ __all__ = [
     "ENV_CONTENT_MAX_CHARS",
     "ENV_JAEGER_URL",
     "ENV_LOCOMO_DIR",
+    "ENV_MAX_INPUT_BYTES",
     "ENV_OPENAI_API_KEY",
     "ENV_OPENAI_BASE_URL",
     "ENV_OPENAI_MODEL",
+    "ENV_TEMPO_URL",
     "ContentCapture",
     "content_capture_from_env",
     "content_max_chars_from_env",
     "env_int",
     "locomo_dir",
+    "max_input_bytes_from_env",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -35,6 +38,10 @@ ENV_LOCOMO_DIR = "MEMTRACE_LOCOMO_DIR"
 """Where the LoCoMo conversations live (default ``../shared/data/locomo``)."""
 ENV_JAEGER_URL = "MEMTRACE_JAEGER_URL"
 """Jaeger query URL the CLI fetches linked traces from (``--jaeger``)."""
+ENV_TEMPO_URL = "MEMTRACE_TEMPO_URL"
+"""Tempo HTTP API URL the CLI fetches linked traces from (``--tempo``); exclusive with the Jaeger one."""
+ENV_MAX_INPUT_BYTES = "MEMTRACE_MAX_INPUT_BYTES"
+"""Ceiling on the (decompressed) bytes read from one span file; the rest is skipped with a problem."""
 ENV_OPENAI_BASE_URL = "MEMTRACE_OPENAI_BASE_URL"
 """OpenAI-compatible endpoint for LLM engines and LLM steps (falls back to ``OPENAI_BASE_URL``)."""
 ENV_OPENAI_MODEL = "MEMTRACE_OPENAI_MODEL"
@@ -43,6 +50,7 @@ ENV_OPENAI_API_KEY = "MEMTRACE_OPENAI_API_KEY"
 """API key (falls back to ``OPENAI_API_KEY``)."""
 
 _DEFAULT_CONTENT_MAX_CHARS = 4096
+_DEFAULT_MAX_INPUT_BYTES = 1 << 30
 _LOCOMO_RELATIVE = os.path.join("..", "shared", "data", "locomo")
 _warned: set[str] = set()
 
@@ -103,6 +111,14 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
 def content_max_chars_from_env() -> int:
     """Truncation limit for captured content (``MEMTRACE_CONTENT_MAX_CHARS``, default 4096)."""
     return env_int(ENV_CONTENT_MAX_CHARS, _DEFAULT_CONTENT_MAX_CHARS)
+
+
+def max_input_bytes_from_env() -> int:
+    """Ceiling on the bytes read from one span file (``MEMTRACE_MAX_INPUT_BYTES``, default 1 GiB).
+
+    Decompressed bytes: a small ``.gz`` can hold gigabytes.
+    """
+    return env_int(ENV_MAX_INPUT_BYTES, _DEFAULT_MAX_INPUT_BYTES)
 
 
 def locomo_dir() -> str:

@@ -1,6 +1,6 @@
-"""One thin wrapper over the ``openai`` client for the LLM attribution engines.
+"""The one OpenAI-compatible client of the package: the LLM engines and the benchmark's LLM steps.
 
-Why a wrapper at all: the engines need four things the raw client does not
+Why a wrapper at all: callers need four things the raw client does not
 give in one place — configuration from memtrace's environment variables,
 bounded retries that also cover *malformed model output* (not only HTTP
 errors), token accounting from the API's ``usage``, and instrumentation
@@ -14,24 +14,23 @@ which the engines turn into ``Attribution.failure_reason``.
 
 Thread safety: one :class:`LLMClient` may be shared by threads; the token
 counters are guarded by a lock. The engines use one client per process.
+Every call runs under :func:`memtrace_otel.suppress.suppress_instrumentation`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from opentelemetry import context as otel_context
-
 from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
+from memtrace_otel.suppress import suppress_instrumentation
 
 __all__ = [
     "ChatResult",
@@ -52,40 +51,6 @@ _DEFAULT_ATTEMPTS = 3
 _DEFAULT_RETRY_DELAY = 0.5
 _LOCAL_KEY = "memtrace-local"  # local OpenAI-compatible servers want *some* key
 T = TypeVar("T")
-
-try:  # the contrib helper also suppresses HTTP instrumentation; prefer it when installed
-    from opentelemetry.instrumentation.utils import (  # type: ignore[import-not-found]
-        suppress_instrumentation as _contrib_suppress,
-    )
-except ImportError:  # pragma: no cover - depends on the environment
-    _contrib_suppress = None
-
-_SUPPRESS_KEY: Any = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
-_SUPPRESS_HTTP_KEY: Any = getattr(
-    otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", "suppress_http_instrumentation"
-)
-
-
-@contextlib.contextmanager
-def suppress_instrumentation() -> Iterator[None]:
-    """Run the block with OpenTelemetry instrumentation switched off in this context.
-
-    >>> with suppress_instrumentation():
-    ...     bool(otel_context.get_value(_SUPPRESS_KEY))
-    True
-    """
-    if _contrib_suppress is not None:
-        with _contrib_suppress():
-            yield
-        return
-    ctx = otel_context.set_value(_SUPPRESS_KEY, True)
-    ctx = otel_context.set_value(_SUPPRESS_HTTP_KEY, True, ctx)
-    token = otel_context.attach(ctx)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
-
 
 class LLMError(Exception):
     """A call that could not produce usable output; ``reason`` is one line for the report."""

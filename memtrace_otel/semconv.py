@@ -14,13 +14,19 @@ from enum import StrEnum
 
 __all__ = [
     "CATEGORY_ERROR_TYPE",
+    "CONTENT_KEYS",
     "GENAI_OPERATION_CATEGORY",
+    "INSTRUMENTATION_SCOPE",
+    "MEMORY_OPERATIONS",
     "Category",
     "ErrorType",
+    "EvaluationName",
+    "EvaluationScoreLabel",
     "EvaluationSignal",
     "GenAI",
     "GenAIEvent",
     "GenAIOperation",
+    "GenAIRecord",
     "MemTrace",
     "MemTraceEvent",
     "MemTraceLink",
@@ -32,8 +38,17 @@ __all__ = [
 ]
 
 
+INSTRUMENTATION_SCOPE = "memtrace_otel"
+"""Instrumentation scope name of the operation spans ``MemoryTracer`` makes."""
+
+
 class GenAI:
-    """Keys from the OpenTelemetry GenAI semantic conventions (``gen_ai.*``)."""
+    """Keys from the OpenTelemetry GenAI semantic conventions (``gen_ai.*``), plus ``error.type``.
+
+    All are "Development" in open-telemetry/semantic-conventions-genai;
+    ``docs/conventions.md`` says key by key where each comes from and which
+    uses are this project's own.
+    """
 
     OPERATION_NAME = "gen_ai.operation.name"
     """Well-known operation name, see :class:`GenAIOperation`."""
@@ -42,21 +57,25 @@ class GenAI:
     MEMORY_STORE_ID = "gen_ai.memory.store.id"
     """Identifier of the memory store the operation acts on."""
     MEMORY_RECORD_ID = "gen_ai.memory.record.id"
-    """Identifier of the one memory record a create/update/delete acts on."""
+    """Identifier of the one memory record an operation acts on (a retrieval that returned one)."""
     MEMORY_RECORD_COUNT = "gen_ai.memory.record.count"
     """Number of records written, deleted or returned."""
     MEMORY_QUERY_TEXT = "gen_ai.memory.query.text"
-    """Search query text (opt-in: content capture)."""
+    """Memory search query text (opt-in: content capture)."""
     MEMORY_RECORDS = "gen_ai.memory.records"
-    """Records returned by a search, JSON (opt-in: content capture)."""
+    """Records a memory search returned, JSON per :class:`GenAIRecord` (opt-in: content capture)."""
     DATA_SOURCE_ID = "gen_ai.data_source.id"
     """Identifier of the retrieval data source."""
     RETRIEVAL_TOP_K = "gen_ai.retrieval.top_k"
     """Number of documents asked for."""
+    RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
+    """Query text of a retrieval that is not a memory search (opt-in: content capture)."""
     RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
-    """Retrieved documents, JSON (opt-in: content capture)."""
+    """Documents a retrieval returned, JSON per :class:`GenAIRecord` (opt-in: content capture)."""
     REQUEST_MODEL = "gen_ai.request.model"
     """Model asked for by an LLM-backed step."""
+    RESPONSE_MODEL = "gen_ai.response.model"
+    """Model that answered an LLM-backed step, when the provider says."""
     USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
     """Prompt tokens spent by an LLM-backed step."""
     USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
@@ -85,10 +104,42 @@ class GenAIOperation(StrEnum):
     CHAT = "chat"
 
 
+MEMORY_OPERATIONS: frozenset[GenAIOperation] = frozenset({
+    GenAIOperation.CREATE_MEMORY, GenAIOperation.UPDATE_MEMORY, GenAIOperation.UPSERT_MEMORY,
+    GenAIOperation.DELETE_MEMORY, GenAIOperation.SEARCH_MEMORY,
+})
+"""The operations the conventions' memory-client span covers (``gen_ai.memory.*`` keys);
+a retrieval on any other span uses the ``gen_ai.retrieval.*`` keys."""
+
+
+class GenAIRecord:
+    """Fields of one element of ``gen_ai.memory.records`` / ``gen_ai.retrieval.documents`` (JSON)."""
+
+    ID = "id"
+    """The record's id in its store."""
+    CONTENT = "content"
+    """The record's text, truncated like every captured content."""
+    SCORE = "score"
+    """Relevance score, when the retriever gives one."""
+
+
 class GenAIEvent:
     """Event names from the GenAI conventions."""
 
     EVALUATION_RESULT = "gen_ai.evaluation.result"
+
+
+class EvaluationScoreLabel(StrEnum):
+    """Values of ``gen_ai.evaluation.score.label`` this project writes."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
+class EvaluationName(StrEnum):
+    """Values of ``gen_ai.evaluation.name`` this project writes by default."""
+
+    ANSWER_CORRECTNESS = "memtrace.answer_correctness"
 
 
 class MemTrace:
@@ -281,6 +332,14 @@ GENAI_OPERATION_CATEGORY: dict[GenAIOperation, Category] = {
 (spans from other GenAI memory instrumentations)."""
 
 
+CONTENT_KEYS: frozenset[str] = frozenset({
+    GenAI.MEMORY_QUERY_TEXT, GenAI.MEMORY_RECORDS, GenAI.RETRIEVAL_QUERY_TEXT, GenAI.RETRIEVAL_DOCUMENTS,
+    GenAI.EVALUATION_EXPLANATION, MemTrace.VARIABLE_CONTENTS, MemTrace.EVALUATION_QUESTION,
+    MemTrace.EVALUATION_PREDICTION, MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION,
+})
+"""Keys whose values are content: written only with content capture on (the GenAI opt-in)."""
+
+
 def all_keys() -> list[str]:
     """Every attribute, event and link key declared in this module.
 
@@ -288,10 +347,78 @@ def all_keys() -> list[str]:
     True
     """
     keys: list[str] = []
-    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink):
+    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench):
         keys.extend(
             value
             for name, value in vars(namespace).items()
             if name.isupper() and isinstance(value, str)
         )
     return keys
+
+
+# -- Write-back spans ------------------------------------------------------------------------
+# Appended for the live pipeline (issue 9): what an attribution verdict looks like as spans.
+
+
+class MemTraceAttribution:
+    """Attributes of the write-back spans that carry an attribution verdict.
+
+    Plain strings (and one double), so that Jaeger's tag search
+    (``memtrace.error_type=RetrievalError``) and TraceQL
+    (``{ span.memtrace.error_type = "RetrievalError" }``) find them.
+    """
+
+    ANNOTATION = "memtrace.annotation"
+    """Marks a write-back span; its value is the span's role, see :class:`AnnotationSpan`.
+    Write-back spans carry no operation category, so the graph builder leaves them out."""
+    ERROR_TYPE = "memtrace.error_type"
+    """The failure's error type, see :class:`ErrorType`."""
+    ROOT_CAUSE_OPERATION_NAME = "memtrace.root_cause.operation.name"
+    """Application-level name of the root-cause operation."""
+    ROOT_CAUSE_OPERATION_CATEGORY = "memtrace.root_cause.operation.category"
+    """Category of the root-cause operation, see :class:`Category`."""
+    ROOT_CAUSE_TRACE_ID = "memtrace.root_cause.trace_id"
+    """Trace id of the root-cause span, 32 lowercase hex digits."""
+    ROOT_CAUSE_SPAN_ID = "memtrace.root_cause.span_id"
+    """Span id of the root-cause span, 16 lowercase hex digits."""
+    EVALUATION_TRACE_ID = "memtrace.attribution.evaluation.trace_id"
+    """Trace id of the failed evaluation span."""
+    EVALUATION_SPAN_ID = "memtrace.attribution.evaluation.span_id"
+    """Span id of the failed evaluation span."""
+    ENGINE = "memtrace.attribution.engine"
+    """Name of the engine that attributed (``lineage``, ``llm_agent`` ...)."""
+    CONFIDENCE = "memtrace.attribution.confidence"
+    """The engine's confidence in the verdict, 0 to 1."""
+    EXPLANATION = "memtrace.attribution.explanation"
+    """Why the engine blamed that operation (quotes content only with content capture on)."""
+    EVIDENCE_PATH = "memtrace.attribution.evidence_path"
+    """Graph node ids from the evidence to the evaluation through the root cause."""
+    FAILURE_REASON = "memtrace.attribution.failure_reason"
+    """Why no operation could be blamed (only on unattributed failures)."""
+
+
+class AnnotationSpan(StrEnum):
+    """Names of the write-back spans, also the values of ``memtrace.annotation``."""
+
+    ATTRIBUTION = "memtrace.attribution"
+    """In the failed trace, child of the failed evaluation span."""
+    ROOT_CAUSE = "memtrace.root_cause"
+    """In the root-cause span's trace, child of the root-cause span."""
+
+
+WRITEBACK_SCOPE = "memtrace_otel.writeback"
+"""Instrumentation scope of the write-back spans; the in-process processor ignores its spans."""
+ROOT_CAUSE_EVALUATION_NAME = "memtrace.root_cause"
+"""``gen_ai.evaluation.name`` of the ``gen_ai.evaluation.result`` event on write-back spans."""
+
+
+
+class MemTraceBench:
+    """Attributes only the benchmark's reference systems write."""
+
+    SESSION = "memtrace.bench.session"
+    """Index of the LoCoMo session an ingestion trace holds (on its root operation)."""
+
+
+__all__ += ["ROOT_CAUSE_EVALUATION_NAME", "WRITEBACK_SCOPE", "AnnotationSpan", "MemTraceAttribution",
+            "MemTraceBench"]

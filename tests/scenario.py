@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from opentelemetry.sdk.trace import TracerProvider
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
+from memtrace_otel.instrument import RetrievedRecord
+from memtrace_otel.semconv import GenAIOperation
+
+MODEL = "stub-llm-1"
+"""The model the pipeline's LLM-backed steps say they called (no model is called)."""
+PROVIDER = "openai"
 
 
 def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> MemoryTracer:
@@ -21,16 +29,22 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
                               store_id="s") as op:
                 op.read(message)
                 prompt = op.intermediate("prompt", f"Extract facts: {text}", kind=VariableKind.PROMPT)
+                op.record_llm_call(model=MODEL, provider=PROVIDER, input_tokens=40, output_tokens=9)
                 unit = op.write(f"mem:{dia_id}", text.replace("I ", "User "), kind=VariableKind.MEMORY_UNIT)
+                op.record_memory(record_id=unit.name, count=1)
                 op.step("prompt", [message], [prompt])
                 op.step("parse", [prompt], [unit])
                 records[dia_id] = op.lineage_metadata(unit)
     with app.start_as_current_span("maintenance"):
-        with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+        with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s",
+                          record_id="mem:D1:1") as op:
             old = op.read_record(records["D1:1"], content="User moved to Lisbon")
             records["D1:1"] = op.lineage_metadata(op.update(old, "User moved to Porto"))
-        with mt.operation("delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s") as op:
+            op.record_memory(count=1)
+        with mt.operation("delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s",
+                          record_id="mem:D1:3") as op:
             op.delete(op.read_record(records["D1:3"], content="User sold my bike"))
+            op.record_memory(count=1)
     questions = [("q1", "Where did the user move?", "Lisbon", "D1:1", "D1:1"),
                  ("q2", "What is the cat's name?", "Tom", "D1:2", "D1:2")]
     for case, question, gold, evidence, key in questions:
@@ -40,15 +54,43 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
                 query = op.write(f"query:{case}", question, kind=VariableKind.QUERY)
                 unit = op.read_record(records[key], content=None)
                 context = op.write(f"context:{case}", str(unit.content), kind=VariableKind.CONTEXT)
+                op.record_retrieval([RetrievedRecord(unit, score=0.8)], query=query, top_k=1)
             with mt.operation("generate", Category.GENERATION) as op:
                 op.read(query)
                 op.read(context)
                 prediction = "Porto" if case == "q1" else "Tom"
+                op.record_llm_call(model=MODEL, provider=PROVIDER, input_tokens=60, output_tokens=2,
+                                   response_model=f"{MODEL}-0613")
                 answer = op.write(f"answer:{case}", prediction, kind=VariableKind.ANSWER)
             with mt.operation("judge", Category.EVALUATION) as op:
                 op.read(answer)
                 passed = answer.content == gold
                 op.record_evaluation(passed, score=float(passed), question=question,
                                      prediction=answer.content, gold=gold, evidence=[evidence],
-                                     answer=answer, case_id=case)
+                                     answer=answer, case_id=case,
+                                     explanation=None if passed else f"the user moved to {gold} first")
     return mt
+
+
+def run_more(mt: MemoryTracer, provider: TracerProvider) -> None:
+    """What :func:`run_pipeline` leaves out: a document retrieval, a no-op decision, a failing operation.
+
+    A separate trace, so the pipeline's own traces (which other tests count) stay as they are.
+    """
+    app = provider.get_tracer("scenario")
+    with app.start_as_current_span("question q3"):
+        with mt.operation("rag.search", Category.RETRIEVAL, gen_ai_operation=GenAIOperation.RETRIEVAL,
+                          data_source_id="docs-index", provider="chroma") as op:
+            question = op.read("query:q3", content="Which city is sunnier?", kind=VariableKind.QUERY)
+            found = [op.read(name, content=text, kind=VariableKind.CONTEXT)
+                     for name, text in (("doc:lisbon", "Lisbon has 2,800 sunshine hours."),
+                                        ("doc:porto", "Porto has 2,500 sunshine hours."))]
+            scored = [RetrievedRecord(doc, score=score) for doc, score in zip(found, (0.9, 0.7), strict=True)]
+            op.record_retrieval(scored, query=question, top_k=2, data_source_id="docs-index")
+        with mt.operation("decide", Category.UPDATE, gen_ai_operation=GenAIOperation.UPSERT_MEMORY,
+                          store_id="s") as op:
+            op.read(question)
+            op.set_outcome("noop")
+        with suppress(TimeoutError), mt.operation("rerank", Category.RERANK) as op:
+            op.read(question)
+            raise TimeoutError("reranker did not answer")

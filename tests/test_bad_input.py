@@ -13,10 +13,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from memtrace_otel.cli import main
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
 from memtrace_otel.exporters.otlp_json_file import encode_traces_data
-from memtrace_otel.graph import build_graph
+from memtrace_otel.graph import (
+    build_graph,
+    evaluations,
+    failed_evaluations,
+    lineage_path,
+    producer_of,
+)
 from memtrace_otel.spans import SpanRecord, read_span_files
 from memtrace_otel.spans.otlp_json import MAX_ATTRIBUTE_CHARS
+from memtrace_otel.wire import parse_variable_id
 
+from graph_compare import otlp_line
 from scenario import run_pipeline
 
 
@@ -112,7 +120,7 @@ def test_huge_attribute_is_truncated_not_fatal(tmp_path, good_lines) -> None:
 def test_wrong_types_inside_a_span_are_reported(tmp_path) -> None:
     path = _write(tmp_path, [_span_line("a" * 32, "1" * 16, **{"memtrace.inputs": "not-a-list"})])
     G = build_graph(read_span_files([path]).spans)
-    assert any("memtrace.inputs is not a list" in p.message for p in G.graph["problems"])
+    assert any("memtrace.inputs is a str, not a list" in p.message for p in G.graph["problems"])
 
 
 def test_missing_file_and_directory_arguments(tmp_path) -> None:
@@ -120,7 +128,8 @@ def test_missing_file_and_directory_arguments(tmp_path) -> None:
     outcome = runner.invoke(main, ["inspect", str(tmp_path / "nope.jsonl")])
     assert outcome.exit_code == 1 and "no such file" in outcome.stderr
     (tmp_path / "empty").mkdir()
-    assert runner.invoke(main, ["inspect", str(tmp_path / "empty")]).exit_code == 0
+    empty = runner.invoke(main, ["inspect", str(tmp_path / "empty")])
+    assert empty.exit_code == 3 and "no span files" in empty.stderr  # issue 8.2: said, not silent
 
 
 def test_jaeger_json_document(tmp_path) -> None:
@@ -152,3 +161,122 @@ def test_jaeger_json_document(tmp_path) -> None:
     assert "'bad' skipped" in problem.message
     G = build_graph(result.spans)
     assert G.graph["missing_traces"] == {"ef" * 16}
+
+
+# -- graph builder: every value it reads is type-checked where it is read (issue 8.1, 8.2, 7.9) -------
+
+_CATEGORY, _INPUTS, _OUTPUTS = "memtrace.operation.category", "memtrace.inputs", "memtrace.outputs"
+_VARIABLES = "memtrace.variables"
+_GOOD = [  # a small pipeline: message -> memory unit -> answer; its lineage must survive any bad span
+    ("1" * 16, {_CATEGORY: "extraction", _INPUTS: ["msg:D1:1@1"], _OUTPUTS: ["mem:1@1"],
+                _VARIABLES: ["message 5 aa msg:D1:1@1", "memory_unit 5 bb mem:1@1"]}),
+    ("2" * 16, {_CATEGORY: "generation", _INPUTS: ["mem:1@1"], _OUTPUTS: ["answer:q@1"],
+                _VARIABLES: ["answer 5 cc answer:q@1"]}),
+]
+_BAD_ID = "3" * 16
+_EVALUATION = {_CATEGORY: "evaluation", _INPUTS: ["answer:q@1"], "memtrace.evaluation.passed": False,
+               "memtrace.evaluation.evidence": ["D1:1"], "memtrace.evaluation.score": 0.0,
+               "memtrace.evaluation.answer": "answer:q@1", "memtrace.evaluation.case": "q"}
+_STEP = "memtrace.step"
+
+# (key the problem names, attributes changed on the evaluation span, events)
+BAD_VALUES = {
+    "evidence as an int": ("memtrace.evaluation.evidence", {"memtrace.evaluation.evidence": 5}, []),
+    "evidence with an int element": ("memtrace.evaluation.evidence",
+                                     {"memtrace.evaluation.evidence": ["D1:1", 7]}, []),
+    "version with a non-ASCII digit": (_OUTPUTS, {_OUTPUTS: ["x@\u00b2"]}, []),
+    "version of 5,000 digits": (_OUTPUTS, {_OUTPUTS: ["x@" + "1" * 5000]}, []),
+    "descriptor size with a non-ASCII digit": (_VARIABLES, {_VARIABLES: ["facts \u00b2 ab x@1"]}, []),
+    "descriptor size of 5,000 digits": (_VARIABLES, {_VARIABLES: ["facts " + "9" * 5000 + " ab x@1"]}, []),
+    "descriptor of an int": (_VARIABLES, {_VARIABLES: [5]}, []),
+    "descriptor kind unknown": (_VARIABLES, {_VARIABLES: ["wombat 1 ab x@1"], _OUTPUTS: ["x@1"]}, []),
+    "step inputs as an int": ("memtrace.step.inputs", {},
+                              [{"name": _STEP, "attributes": {"memtrace.step.inputs": 5}}]),
+    "step name as a list": ("memtrace.step.name", {},
+                            [{"name": _STEP, "attributes": {"memtrace.step.name": ["a"]}}]),
+    "score as a string": ("memtrace.evaluation.score", {"memtrace.evaluation.score": "0.5"}, []),
+    "passed as the string false": ("memtrace.evaluation.passed", {"memtrace.evaluation.passed": "false"}, []),
+    "passed as an int": ("memtrace.evaluation.passed", {"memtrace.evaluation.passed": 0}, []),
+    "category as an int": (_CATEGORY, {_CATEGORY: 3}, []),
+    "category unknown": (_CATEGORY, {_CATEGORY: "bogus"}, []),
+    "input id without version": (_INPUTS, {_INPUTS: ["answer:q@1", "x"]}, []),
+    "input id with a word as version": (_INPUTS, {_INPUTS: ["answer:q@1", "y@notanint"]}, []),
+    "input id without name": (_INPUTS, {_INPUTS: ["answer:q@1", "@1"]}, []),
+    "input id with a leading zero": (_INPUTS, {_INPUTS: ["answer:q@1", "x@01"]}, []),
+    "input id of version 0": (_INPUTS, {_INPUTS: ["answer:q@1", "x@0"]}, []),
+    "inputs as an int": (_INPUTS, {_INPUTS: 5}, []),
+    "deleted id malformed": ("memtrace.deleted", {"memtrace.deleted": ["gone"]}, []),
+    "operation name as a list": ("memtrace.operation.name", {"memtrace.operation.name": ["judge"]}, []),
+    "outcome as an int": ("memtrace.operation.outcome", {"memtrace.operation.outcome": 1}, []),
+    "store id as an int": ("gen_ai.memory.store.id", {"gen_ai.memory.store.id": 1}, []),
+    "GenAI operation as an int": ("gen_ai.operation.name", {"gen_ai.operation.name": 1}, []),
+    "signal unknown": ("memtrace.evaluation.signal", {"memtrace.evaluation.signal": "vibes"}, []),
+    "answer id malformed": ("memtrace.evaluation.answer", {"memtrace.evaluation.answer": "answer"}, []),
+    "case as an int": ("memtrace.evaluation.case", {"memtrace.evaluation.case": 12}, []),
+    "gold as a list": ("memtrace.evaluation.gold", {"memtrace.evaluation.gold": ["Paris"]}, []),
+    "contents not a list": ("memtrace.variable.contents", {_VARIABLES: ["facts 1 ab x@1"],
+                                                           "memtrace.variable.contents": 5}, []),
+}
+
+
+def _graph_file(tmp_path: Path, attributes: dict[str, object], events: list[dict[str, object]]) -> Path:
+    lines = [otlp_line(span_id, attrs, start=i) for i, (span_id, attrs) in enumerate(_GOOD)]
+    lines.append(otlp_line(_BAD_ID, {**_EVALUATION, **attributes}, start=9, events=events))
+    return _write(tmp_path, lines)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_each_bad_value_is_one_problem_and_nothing_else_is_lost(tmp_path, case) -> None:
+    key, attributes, events = BAD_VALUES[case]
+    path = _graph_file(tmp_path, attributes, events)
+    result = read_span_files([path])
+    G = build_graph(result.spans)
+    problems = [*result.problems, *G.graph["problems"]]
+    assert len(problems) == 1, problems
+    (problem,) = problems
+    assert problem.where == f"{path}:3" and _BAD_ID in problem.message and key in problem.message
+    assert lineage_path(G, "msg:D1:1@1", "answer:q@1")  # the good spans are whole
+    assert G.nodes["mem:1@1"]["kind"] == "memory_unit" and G.nodes["answer:q@1"]["kind"] == "answer"
+    judge = f"op:{'ab' * 16}:{_BAD_ID}"
+    assert judge in G  # the bad span keeps what was good in it
+    assert "answer:q@1" in G.pred[judge] or not isinstance(attributes.get(_INPUTS, []), list)
+    assert all("@" in n and parse_variable_id(n) for n in G if not n.startswith("op:"))
+
+
+def test_wrong_values_keep_the_graph_safe_for_tables(tmp_path) -> None:
+    G = build_graph(read_span_files([_graph_file(tmp_path, {"memtrace.evaluation.score": "0.5"}, [])]).spans)
+    (judge,) = failed_evaluations(G)
+    assert G.nodes[judge]["score"] is None
+    G = build_graph(read_span_files([_graph_file(tmp_path, {
+        "memtrace.evaluation.passed": "false", "memtrace.evaluation.evidence": 5}, [])]).spans)
+    assert failed_evaluations(G), "the string 'false' is never a pass"
+    assert G.nodes[failed_evaluations(G)[0]]["evidence"] == []
+    G = build_graph(read_span_files([_graph_file(tmp_path, {"memtrace.evaluation.passed": "yes"}, [])]).spans)
+    assert evaluations(G) == [], "an unreadable verdict is skipped, not guessed"
+    G = build_graph(read_span_files([_graph_file(tmp_path, {_CATEGORY: 3}, [])]).spans)
+    assert G.nodes[f"op:{'ab' * 16}:{_BAD_ID}"]["category"] == "other"
+
+
+@pytest.mark.parametrize("case", ["evidence as an int", "score as a string", "version with a non-ASCII digit",
+                                  "step inputs as an int", "passed as the string false",
+                                  "category as an int"])
+def test_bad_values_through_the_cli(tmp_path, case) -> None:
+    _, attributes, events = BAD_VALUES[case]
+    path = _graph_file(tmp_path, attributes, events)
+    runner = CliRunner()
+    for command in (["inspect"], ["graph"], ["graph", "--format", "graphml"], ["inspect", "--json"]):
+        outcome = runner.invoke(main, [*command, str(path)])
+        assert outcome.exit_code == 3, (command, outcome.output)
+        assert outcome.exception is None or isinstance(outcome.exception, SystemExit)
+        assert f"{path}:3" in outcome.stderr and "Traceback" not in outcome.output
+
+
+def test_duplicate_versions_are_reported_naming_both_spans(tmp_path) -> None:
+    twice = {_CATEGORY: "update", _INPUTS: ["mem:1@1"], _OUTPUTS: ["mem:1@2"]}
+    path = _write(tmp_path, [*(otlp_line(s, a, start=i) for i, (s, a) in enumerate(_GOOD)),
+                             otlp_line("4" * 16, twice, start=5), otlp_line("5" * 16, twice, start=6)])
+    G = build_graph(read_span_files([path]).spans)
+    (problem,) = G.graph["problems"]
+    assert problem.where == f"{path}:4"
+    assert "4" * 16 in problem.message and "5" * 16 in problem.message and "mem:1@2" in problem.message
+    assert producer_of(G, "mem:1@2") == f"op:{'ab' * 16}:{'4' * 16}", "the earlier writer"

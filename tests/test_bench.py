@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from memtrace_otel.attribution.base import ErrorType, create_engine
 from memtrace_otel.bench.build import BuildConfig, _Job, build, quick_config
 from memtrace_otel.bench.faults import inject
 from memtrace_otel.bench.score import GraphCache, find_case_evaluation, score_cases, summarize
+from memtrace_otel.bench.systems import SYSTEMS
+from memtrace_otel.bench.systems.base import Fault
 from memtrace_otel.cli import main
-from memtrace_otel.systems import SYSTEMS
-from memtrace_otel.systems.base import Fault
 
 CATEGORY_OF = {
     "ExtractionError": {"extraction"}, "UpdateError": {"update"}, "DeletionError": {"deletion"},
@@ -100,8 +101,8 @@ def test_build_is_reproducible_and_seed_sensitive(locomo: str, tmp_path: Path) -
 def _hand_made_bench(directory: Path) -> None:
     """Two cases over one graph: the gold of one is its extraction, of the other its generation."""
     from memtrace_otel.bench.spanfiles import write_span_file
+    from memtrace_otel.bench.systems.base import TracedRun
     from memtrace_otel.semconv import Category, VariableKind
-    from memtrace_otel.systems.base import TracedRun
 
     run = TracedRun(11, "hand")
     mt = run.tracer
@@ -171,3 +172,50 @@ def test_cli_build_and_score_json(locomo: str, tmp_path: Path) -> None:
     missing = runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path / "none")])
     assert missing.exit_code == 1 and "no labels file" in missing.output
     assert os.path.isdir(out)
+
+
+def test_cli_score_prints_the_cell_table_per_system_and_error_type(tmp_path: Path) -> None:
+    _hand_made_bench(tmp_path)
+    scored = CliRunner().invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path)])
+    assert scored.exit_code == 0, scored.output
+    assert "op/type accuracy %" in scored.stdout
+    table = scored.stdout.split("gold type", 1)[1].split("confusion", 1)[0]
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:] if line.split()}
+    # columns: the one system ("hand"), then all systems; cells: operation/type accuracy in %
+    assert rows["Extraction"][:2] == ["0.0/0.0", "0.0/0.0"]
+    assert rows["Response"][:2] == ["100.0/100.0", "100.0/100.0"]
+    assert rows["Update"][:2] == ["-", "-"]
+    assert rows["all"][:2] == ["50.0/50.0", "50.0/50.0"]
+    summary = json.loads(CliRunner().invoke(
+        main, ["bench", "score", "--engine", "last-operation", str(tmp_path), "--json"]).stdout)
+    assert summary["cells"]["hand"]["ResponseError"]["operation_accuracy"] == 1.0
+    assert set(summary["cells"]["hand"]) == {"ExtractionError", "ResponseError"}
+
+
+@pytest.mark.parametrize("bad", ["{outside}/26", "../26", "26/../../26", "", ".hidden"])
+def test_build_rejects_conversation_ids_that_are_paths(locomo: str, tmp_path: Path, bad: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # A conversation file the path points at: without the check the build reads it and writes
+    # its spans under outside/26/, not under --out.
+    (outside / "26.json").symlink_to(os.path.join(locomo, "26.json"))
+    out = tmp_path / "b"
+    result = CliRunner().invoke(main, ["bench", "build", "--quick", "--system", "rag", "--out", str(out),
+                                       "--conversation", bad.format(outside=outside)])
+    assert result.exit_code == 2, result.output
+    assert "is not a plain conversation id" in result.output and "Traceback" not in result.output
+    assert sorted(p.name for p in outside.iterdir()) == ["26.json"]
+    assert not out.exists()
+    with pytest.raises(ValueError, match="not a plain conversation id"):
+        build(BuildConfig(out=str(out), conversations=[bad.format(outside=outside)], jobs=1))
+    assert not out.exists()
+
+
+def test_build_without_the_bench_extra_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # what a plain install looks like to find_spec
+    result = CliRunner().invoke(main, ["bench", "build", "--quick", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: `memtrace bench build` needs wordllama: pip install 'memtrace-otel[bench]'"]
+    assert not (tmp_path / "b").exists()

@@ -42,6 +42,7 @@ READER = textwrap.dedent("""
     store = json.load(open(sys.argv[2]))
     with mt.operation("search", Category.RETRIEVAL) as op:
         units = [op.read_record(r["metadata"], content=r["text"]) for r in store]
+        op.record_retrieval(units, top_k=3, data_source_id="store.json")
         context = op.write("context:q1", units[0].content, kind="context")
     with mt.operation("generate", Category.GENERATION) as op:
         op.read(context)
@@ -62,6 +63,9 @@ def test_lineage_crosses_processes(tmp_path) -> None:
     (extract,) = [s for s in writer_only.spans if s.name == "extract"]
     assert (link.trace_id, link.span_id) == (extract.trace_id, extract.span_id)
     assert link.attributes["memtrace.link.variable"] == "mem:1@1"
+    # The retrieval says what it returned: the record written in the other process.
+    assert (search.attributes["gen_ai.memory.record.id"], search.attributes["gen_ai.memory.record.count"],
+            search.attributes["gen_ai.data_source.id"]) == ("mem:1", 1, "store.json")
     assert json.loads(store.read_text())[0]["metadata"]["memtrace_variable"] == "mem:1@1"
 
     alone = build_graph(reader_only.spans)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 
@@ -12,7 +13,8 @@ from opentelemetry.trace import StatusCode
 
 from memtrace_otel import Category, MemoryTracer, VariableKind, current_operation
 from memtrace_otel.config import ENV_CAPTURE_CONTENT, content_capture_from_env
-from memtrace_otel.semconv import GenAI, GenAIEvent, MemTrace, MemTraceLink
+from memtrace_otel.instrument import RetrievedRecord
+from memtrace_otel.semconv import CONTENT_KEYS, GenAI, GenAIEvent, GenAIOperation, MemTrace, MemTraceLink
 from memtrace_otel.wire import content_hash, parse_descriptor
 
 
@@ -259,3 +261,104 @@ def test_in_process_graph_sees_contents_and_verdicts_that_spans_do_not_carry(no_
         assert G.nodes[failed]["gold"] == expected
     assert private.graph().nodes["mem:1@1"]["content"] is None
     assert in_process.graph().nodes["mem:1@1"]["content"] == "User lives in Porto"
+
+
+def test_every_operation_span_carries_its_name(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider)
+    with mt.operation("extract", Category.EXTRACTION):
+        pass
+    with mt.operation("mem0.add", Category.EXTRACTION, gen_ai_operation=GenAIOperation.CREATE_MEMORY):
+        pass
+    with mt.operation("judge", Category.EVALUATION, span_name="evaluate q1"):
+        pass
+    names = {s.name: s.attributes[MemTrace.OPERATION_NAME] for s in span_exporter.get_finished_spans()}
+    assert names == {"extract": "extract", "create_memory mem0.add": "mem0.add", "evaluate q1": "judge"}
+
+
+def test_retrieval_llm_call_and_record_attributes(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider, capture_content=False)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation=GenAIOperation.SEARCH_MEMORY,
+                      store_id="s1", provider="mem0") as op:
+        query = op.read("query:q1", content="Where does the user live?", kind=VariableKind.QUERY)
+        hits = [op.read(f"mem:{n}", content=f"fact {n}", kind=VariableKind.MEMORY_UNIT) for n in range(3)]
+        op.record_retrieval([RetrievedRecord(h, score=1.0 - n / 10) for n, h in enumerate(hits)],
+                            query=query, top_k=5, data_source_id="vectors")
+        op.record_llm_call(model="m1", provider="openai", input_tokens=10, output_tokens=2)
+        op.record_llm_call(model="m1", input_tokens=5, output_tokens=1, response_model="m1-2024")
+    with mt.operation("delete", Category.DELETION, gen_ai_operation=GenAIOperation.DELETE_MEMORY,
+                      record_id="mem:0") as op:
+        op.delete(hits[0])
+        op.record_memory(count=1)
+    search, delete = span_exporter.get_finished_spans()
+    expected = {GenAI.MEMORY_RECORD_COUNT: 3, GenAI.RETRIEVAL_TOP_K: 5, GenAI.DATA_SOURCE_ID: "vectors",
+                GenAI.REQUEST_MODEL: "m1", GenAI.RESPONSE_MODEL: "m1-2024", GenAI.USAGE_INPUT_TOKENS: 15,
+                GenAI.USAGE_OUTPUT_TOKENS: 3, GenAI.PROVIDER_NAME: "mem0"}  # tokens summed; mem0 kept
+    assert {k: search.attributes.get(k) for k in expected} == expected
+    assert GenAI.MEMORY_RECORD_ID not in search.attributes  # three records came back, not one
+    assert not CONTENT_KEYS & set(search.attributes)  # capture is off
+    assert delete.attributes[GenAI.MEMORY_RECORD_ID] == "mem:0"
+    assert delete.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
+
+
+def test_retrieval_content_goes_on_the_span_only_with_capture(tracer_provider, span_exporter) -> None:
+    mt = MemoryTracer(tracer_provider, capture_content=True, content_max_chars=8)
+    with mt.operation("rag", Category.RETRIEVAL, gen_ai_operation=GenAIOperation.RETRIEVAL) as op:
+        doc = op.read("doc:1", content="Lisbon is sunny all year", kind=VariableKind.CONTEXT)
+        op.record_retrieval([doc], query="Which city is sunny?")
+    (span,) = span_exporter.get_finished_spans()
+    assert span.attributes[GenAI.RETRIEVAL_QUERY_TEXT] == "Which ci"  # truncated, retrieval keys
+    assert json.loads(span.attributes[GenAI.RETRIEVAL_DOCUMENTS]) == [{"id": "doc:1", "content": "Lisbon i"}]
+    assert span.attributes[GenAI.MEMORY_RECORD_ID] == "doc:1"
+    assert GenAI.MEMORY_RECORDS not in span.attributes and GenAI.MEMORY_QUERY_TEXT not in span.attributes
+
+
+def test_record_methods_on_a_non_recording_span_do_nothing() -> None:
+    mt = MemoryTracer(trace.NoOpTracerProvider(), capture_content=True)
+    with mt.operation("x", Category.RETRIEVAL) as op:
+        op.record_retrieval([op.read("doc:1", content="d")], query="q", top_k=1)
+        op.record_llm_call(model="m", input_tokens=1)
+        op.record_memory(record_id="r", count=1)
+        assert not op.span.is_recording()
+
+
+def test_interleaved_tasks_keep_their_own_operation_and_lineage(tracer_provider, span_exporter) -> None:
+    # Each task opens an operation and awaits inside it while the others run theirs: the
+    # current operation, the parent of a child operation and the lineage must stay per task.
+    mt = MemoryTracer(tracer_provider)
+    tasks, errors = 4, []
+
+    async def task(n: int, opened: list[asyncio.Event], go: asyncio.Event) -> None:
+        with mt.operation(f"root{n}", Category.OTHER) as root:
+            opened[n].set()
+            await go.wait()  # every task's root is open now
+            for step in range(3):
+                await asyncio.sleep(0)  # let the other tasks run in between
+                if current_operation() is not root:
+                    errors.append(f"task {n} step {step} sees {getattr(current_operation(), 'name', None)}")
+                with mt.operation(f"child{n}", Category.OTHER) as child:
+                    await asyncio.sleep(0)
+                    child.read(f"in:{n}:{step}", content=f"input of {n}")
+                    await asyncio.sleep(0)
+                    child.write(f"out:{n}", f"output {step} of {n}")
+            root.write(f"root-out:{n}", "done")
+
+    async def main() -> None:
+        opened, go = [asyncio.Event() for _ in range(tasks)], asyncio.Event()
+        running = [asyncio.create_task(task(n, opened, go)) for n in range(tasks)]
+        for event in opened:
+            await event.wait()
+        go.set()
+        await asyncio.gather(*running)
+
+    asyncio.run(main())
+    assert not errors
+    spans = span_exporter.get_finished_spans()
+    roots = {s.attributes[MemTrace.OPERATION_NAME]: s for s in spans if s.name.startswith("root")}
+    for s in (s for s in spans if s.name.startswith("child")):
+        n = s.name.removeprefix("child")
+        assert s.parent.span_id == roots[f"root{n}"].context.span_id
+        ((read,), (wrote,)) = s.attributes[MemTrace.INPUTS], s.attributes[MemTrace.OUTPUTS]
+        assert read.startswith(f"in:{n}:") and wrote.startswith(f"out:{n}@")
+    for n in range(tasks):
+        assert list(roots[f"root{n}"].attributes[MemTrace.OUTPUTS]) == [f"root-out:{n}@1"]
+        assert roots[f"root{n}"].parent is None

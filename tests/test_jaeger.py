@@ -33,15 +33,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.exporters import GraphSpanExporter
-from memtrace_otel.exporters.jaeger_query import (
-    JaegerQueryError,
-    fetch_trace,
-    fetch_traces_as_records,
-    find_traces,
-)
 from memtrace_otel.graph import build_graph, failed_evaluations, lineage_path, operations_between
 from memtrace_otel.semconv import MemTrace
-from memtrace_otel.spans import read_span_files
+from memtrace_otel.spans import SpanReadResult, fetch_linked_traces, missing_linked_traces, read_span_files
+from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
 
 import jaeger_harness
 from jaeger_harness import JaegerEndpoints
@@ -150,7 +145,7 @@ def _wait_for_trace(jaeger: JaegerEndpoints, trace_id: str, spans: int) -> dict[
     while time.monotonic() < deadline:
         jaeger.assert_alive()
         try:
-            document = fetch_trace(jaeger.query_url, trace_id)
+            document = JaegerQueryClient(jaeger.query_url).fetch_trace(trace_id)
         except JaegerQueryError as error:
             last = str(error)
         else:
@@ -239,10 +234,12 @@ def test_jaeger_drops_link_attributes_and_stringifies_arrays(jaeger_files: dict[
         "query:q1@1", "context:q1@1"]
 
 
-def test_fetch_traces_as_records_reads_both_traces(jaeger: JaegerEndpoints, two_traces: TwoTraces,
-                                                   jaeger_files: dict[str, Path]) -> None:
-    result = fetch_traces_as_records(jaeger.query_url, [two_traces.ingest_trace, two_traces.query_trace])
+def test_fetch_traces_reads_both_traces(jaeger: JaegerEndpoints, two_traces: TwoTraces,
+                                        jaeger_files: dict[str, Path]) -> None:
+    wanted = {two_traces.ingest_trace, two_traces.query_trace}
+    result = JaegerQueryClient(jaeger.query_url).fetch_traces(sorted(wanted))
     assert [str(p) for p in result.problems] == []
+    assert result.received == wanted
     _assert_same_lineage(build_graph(result.spans), two_traces.live.graph())
 
 
@@ -253,9 +250,14 @@ def test_missing_trace_is_fetched_and_completes_the_lineage(
     partial = build_graph(spans)
     assert partial.graph["missing_traces"] == {two_traces.ingest_trace}
     assert "msg:D1:1@1" not in partial
-    fetched = fetch_traces_as_records(jaeger.query_url, partial.graph["missing_traces"])
+    result = SpanReadResult()
+    result.add(spans)
+    assert missing_linked_traces(result.spans) == {two_traces.ingest_trace}
+    fetched = fetch_linked_traces(result, JaegerQueryClient(jaeger.query_url))
     assert fetched.problems == []
-    whole = build_graph([*spans, *fetched.spans])
+    assert fetched.requested == fetched.received == {two_traces.ingest_trace}
+    assert fetched.still_missing == set()
+    whole = build_graph(result.spans)
     assert whole.graph["missing_traces"] == set()
     between = operations_between(whole, "msg:D1:1@1", two_traces.answer)
     assert [whole.nodes[n]["trace_id"] for n in between] == [two_traces.ingest_trace] * 2 + [
@@ -264,23 +266,26 @@ def test_missing_trace_is_fetched_and_completes_the_lineage(
 
 def test_find_traces_lists_the_service_traces(jaeger: JaegerEndpoints, two_traces: TwoTraces,
                                               jaeger_files: dict[str, Path]) -> None:
-    traces = find_traces(jaeger.query_url, two_traces.ingest_service, limit=5, lookback=600)
+    client = JaegerQueryClient(jaeger.query_url)
+    traces = client.find_traces(two_traces.ingest_service, limit=5, lookback=600)
     assert [t["traceID"].rjust(32, "0") for t in traces] == [two_traces.ingest_trace]
-    assert find_traces(jaeger.query_url, "memtrace-no-such-service", limit=5, lookback=600) == []
+    assert client.find_traces("memtrace-no-such-service", limit=5, lookback=600) == []
 
 
 def test_unknown_and_malformed_trace_ids_are_one_line_problems(jaeger: JaegerEndpoints,
                                                                two_traces: TwoTraces,
                                                                jaeger_files: dict[str, Path]) -> None:
     unknown = "0123456789abcdef0123456789abcdef"
-    result = fetch_traces_as_records(jaeger.query_url, [unknown, "not-hex/../x", two_traces.query_trace])
-    problems = [str(p) for p in result.problems]
+    client = JaegerQueryClient(jaeger.query_url)
+    result = client.fetch_traces([unknown, "not-hex/../x", two_traces.query_trace])
+    problems = sorted(str(p) for p in result.problems)
     assert len(problems) == 2 and all("\n" not in p for p in problems)
     assert unknown in problems[0] and "HTTP 404" in problems[0]
     assert "not 1-32 hex digits" in problems[1]
     assert {s.trace_id for s in result.spans} == {two_traces.query_trace}  # the rest is still read
+    assert result.received == {two_traces.query_trace}
     with pytest.raises(JaegerQueryError, match="HTTP 404"):
-        fetch_trace(jaeger.query_url, unknown)
+        client.fetch_trace(unknown)
 
 
 def test_refused_connection_is_one_clear_error() -> None:
@@ -288,7 +293,7 @@ def test_refused_connection_is_one_clear_error() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound but not listening: the connection is refused
         with pytest.raises(JaegerQueryError, match=r"cannot connect") as error:
-            fetch_trace(f"http://127.0.0.1:{port}", "ab" * 16, timeout=2.0)
+            JaegerQueryClient(f"http://127.0.0.1:{port}", timeout=2.0).fetch_trace("ab" * 16)
     assert "\n" not in str(error.value)
 
 
@@ -296,8 +301,8 @@ def test_silent_server_times_out() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)  # accepts the connection, never answers
-        with pytest.raises(JaegerQueryError, match=r"no answer within 0.3 s"):
-            fetch_trace(f"http://127.0.0.1:{sock.getsockname()[1]}", "ab" * 16, timeout=0.3)
+        with pytest.raises(JaegerQueryError, match=r"no complete answer within 0.3 s"):
+            JaegerQueryClient(f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=0.3).fetch_trace("ab" * 16)
 
 
 class _TextHandler(http.server.BaseHTTPRequestHandler):
@@ -327,14 +332,15 @@ def html_server() -> Iterator[str]:
 
 def test_non_json_answer_is_one_clear_error(html_server: str) -> None:
     with pytest.raises(JaegerQueryError, match="response is not JSON"):
-        fetch_trace(html_server, "ab" * 16)
-    result = fetch_traces_as_records(html_server, ["ab" * 16])
+        JaegerQueryClient(html_server).fetch_trace("ab" * 16)
+    result = JaegerQueryClient(html_server).fetch_traces(["ab" * 16])
     assert len(result.problems) == 1 and "not JSON" in result.problems[0].message
+    assert result.received == set() and result.spans == []
 
 
 def test_only_http_urls_are_accepted() -> None:
     with pytest.raises(ValueError, match="not an http"):
-        fetch_trace("file:///etc/passwd", "ab" * 16)
+        JaegerQueryClient("file:///etc/passwd")
 
 
 def test_cli_fetches_linked_traces_from_jaeger(jaeger: JaegerEndpoints, jaeger_files: dict[str, Path],
@@ -359,3 +365,23 @@ def test_cli_fetches_linked_traces_from_jaeger(jaeger: JaegerEndpoints, jaeger_f
     assert failure["trace_id"] == two_traces.ingest_trace
     down = runner.invoke(main, ["inspect", "--jaeger", "http://127.0.0.1:9", str(jaeger_files["query"])])
     assert down.exit_code == 3 and "trace not fetched" in down.stderr and "Traceback" not in down.output
+
+
+
+def test_jaeger_keeps_kind_scope_status_and_resource(two_traces: TwoTraces,
+                                                     jaeger_files: dict[str, Path]) -> None:
+    """Every span field Jaeger has a place for comes back as the live span had it."""
+    live = {(s.trace_id, s.span_id): s for s in two_traces.live.spans()}
+    read = read_span_files(jaeger_files.values()).spans
+    assert {(s.trace_id, s.span_id) for s in read} == set(live)
+    for span in read:
+        want = live[(span.trace_id, span.span_id)]
+        fields = ("name", "parent_span_id", "kind", "scope_name", "scope_version", "status_code",
+                  "status_message", "service_name", "resource_attributes")
+        assert {f: getattr(span, f) for f in fields} == {f: getattr(want, f) for f in fields}, span.name
+        assert span.start_time_unix_nano == want.start_time_unix_nano // 1000 * 1000
+        scalars = {k: v for k, v in want.attributes.items() if not isinstance(v, list)}
+        assert {k: v for k, v in span.attributes.items() if k in scalars} == scalars
+        assert [(e.name, e.attributes) for e in span.events] == [(e.name, e.attributes) for e in want.events]
+        assert [(k.trace_id, k.span_id) for k in span.links] == [(k.trace_id, k.span_id) for k in want.links]
+    assert {s.kind for s in read} >= {"INTERNAL", "CLIENT"}, "not vacuous: two kinds in the scenario"

@@ -8,24 +8,32 @@ implements :class:`Engine` and is registered by name, so the API, the CLI
 from __future__ import annotations
 
 import abc
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 import networkx as nx
 
-from memtrace_otel.graph.query import answer_of
-from memtrace_otel.semconv import ErrorType
+from memtrace_otel.graph.query import answer_of, missing_lineage
+from memtrace_otel.semconv import ErrorType, EvaluationSignal, error_type_of_category
 
 __all__ = [
+    "MISSING_TRACES_CONFIDENCE",
     "Attribution",
     "Engine",
     "ErrorType",
     "FailureCase",
+    "NotAttributed",
     "available_engines",
     "create_engine",
     "register_engine",
 ]
+
+_logger = logging.getLogger(__name__)
+MISSING_TRACES_CONFIDENCE = 0.5
+"""Factor on an engine's confidence when the case's lineage reaches traces missing from the input."""
 
 
 @dataclass(slots=True)
@@ -42,7 +50,7 @@ class FailureCase:
     gold: str | None = None
     explanation: str | None = None
     evidence: list[str] = field(default_factory=list)
-    signal: str = "gold"
+    signal: str = EvaluationSignal.GOLD
     answer: str | None = None
     case_id: str | None = None
 
@@ -57,7 +65,7 @@ class FailureCase:
             gold=data.get("gold"),
             explanation=data.get("explanation"),
             evidence=list(data.get("evidence") or ()),
-            signal=data.get("signal") or "gold",
+            signal=data.get("signal") or EvaluationSignal.GOLD,
             answer=answer_of(G, evaluation),
             case_id=data.get("case"),
         )
@@ -70,6 +78,9 @@ class Attribution:
     ``operation`` is the root-cause operation node (``op:<trace>:<span>``);
     ``None`` with ``failure_reason`` set when the engine could not attribute
     (malformed model output after retries, budget exhausted ...).
+    ``missing_traces`` (sorted trace ids) names the traces the case's lineage
+    links to but the input does not hold; see :meth:`Engine.attribute` for what
+    that does to ``confidence``.
     """
 
     engine: str
@@ -87,19 +98,25 @@ class Attribution:
     input_tokens: int = 0
     output_tokens: int = 0
     failure_reason: str | None = None
+    missing_traces: list[str] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def blame(self, G: nx.DiGraph, operation: str) -> None:
-        """Point the verdict at ``operation``, copying its span identity from the graph."""
+    def blame(self, G: nx.DiGraph, operation: str, error_type: ErrorType | None = None) -> None:
+        """Point the verdict at ``operation``, copying its span identity from the graph.
+
+        ``error_type`` defaults to the one the operation's category stands for
+        (:data:`~memtrace_otel.semconv.CATEGORY_ERROR_TYPE`).
+        """
         data = G.nodes[operation]
         self.operation = operation
         self.trace_id = data.get("trace_id")
         self.span_id = data.get("span_id")
         self.operation_name = data.get("name")
         self.category = data.get("category")
+        self.error_type = error_type or error_type_of_category(self.category)
 
     def to_dict(self) -> dict[str, Any]:
         result = asdict(self)
@@ -108,21 +125,109 @@ class Attribution:
         return result
 
 
+class NotAttributed(Exception):
+    """Raised by :meth:`Engine._attribute` when the case cannot be attributed; ``reason`` is one line.
+
+    The engine's :meth:`~Engine.attribute` turns it into ``Attribution.failure_reason``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Engine(abc.ABC):
     """Finds the root-cause operation of a failed evaluation.
 
-    ``attribute`` must not raise for a bad case: it returns an
-    :class:`Attribution` with ``failure_reason`` instead, so a batch goes on.
-    Engines hold no per-case state between calls; one engine object may be
-    used for many cases in one thread (``memtrace analyze --jobs`` gives each
-    process its own).
+    Subclasses implement one method, :meth:`_attribute`, which fills in the
+    verdict. :meth:`attribute` owns what every engine shares: it times the
+    case, and it never raises for a bad case -- :class:`NotAttributed` and any
+    other exception become an :class:`Attribution` with ``failure_reason`` set
+    (and no verdict), so a batch goes on. Engines with their own failure
+    vocabulary map exceptions to reasons in :meth:`_failure_reason`.
+
+    Thread safety: engines hold no per-case state between calls; one engine
+    object may be used for many cases in one thread (``memtrace analyze --jobs``
+    gives each process its own).
     """
 
     name: ClassVar[str]
 
-    @abc.abstractmethod
+    @final
     def attribute(self, G: nx.DiGraph, case: FailureCase) -> Attribution:
-        """The root cause of ``case`` in ``G``."""
+        """The root cause of ``case`` in ``G``; never raises (``failure_reason`` says why not).
+
+        Parameters
+        ----------
+        G:
+            The memory evolution graph (:func:`~memtrace_otel.graph.build_graph`).
+        case:
+            One failed evaluation of ``G`` (:meth:`FailureCase.from_graph`).
+
+        Returns
+        -------
+        Attribution
+            The verdict, with ``seconds`` the time it took; on failure
+            ``operation`` is ``None``, ``failure_reason`` one line, and the
+            tokens already spent are kept.
+
+        When the case's lineage links to traces the input does not hold
+        (:func:`~memtrace_otel.graph.query.missing_lineage`: typically the
+        ingestion traces that wrote the memory a question read), they are named
+        in ``missing_traces`` and the explanation, and ``confidence`` is halved
+        (:data:`MISSING_TRACES_CONFIDENCE`): the missing part is the write side
+        (extraction, update, deletion), where about half of the benchmark's root
+        causes lie, and which an engine cannot blame when it cannot see it; so a
+        verdict reached without it is right at best about half as often.
+        """
+        started = time.perf_counter()
+        result = Attribution(engine=self.name, case=case)
+        try:
+            self._attribute(G, case, result)
+        except Exception as error:  # the never-raise contract: one bad case must not stop a batch
+            result = _not_attributed(result, self._failure_reason(error))
+        _note_missing_traces(G, result)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    @abc.abstractmethod
+    def _attribute(self, G: nx.DiGraph, case: FailureCase, result: Attribution) -> None:
+        """Fill ``result`` with the verdict on ``case``; raise :class:`NotAttributed` to give up."""
+
+    def _failure_reason(self, error: Exception) -> str:
+        """The one-line ``failure_reason`` for an exception :meth:`_attribute` raised.
+
+        Engines override this to name their own failures (the LLM engines map
+        ``LLMError`` to its reason) and defer to it for the rest.
+        """
+        if isinstance(error, NotAttributed):
+            return error.reason
+        _logger.warning("engine %s failed on a case: %s: %s", self.name, type(error).__name__, error,
+                        exc_info=_logger.isEnabledFor(logging.DEBUG))
+        return f"internal error: {type(error).__name__}: {error}"
+
+
+def _note_missing_traces(G: nx.DiGraph, result: Attribution) -> None:
+    evaluation = result.case.evaluation
+    try:
+        missing = sorted(missing_lineage(G, evaluation)) if evaluation in G else []
+    except Exception as error:  # a graph query must not break the never-raise contract
+        _logger.warning("could not check the lineage of %s for missing traces: %s", evaluation, error)
+        return
+    if not missing:
+        return
+    result.missing_traces = missing
+    result.confidence = round(result.confidence * MISSING_TRACES_CONFIDENCE, 3)
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    note = (f"Its lineage links to {len(missing)} trace(s) not in the input ({shown}): what happened "
+            f"to the memory there is unseen, so the verdict may be wrong.")
+    result.explanation = f"{result.explanation} {note}".strip()
+
+
+def _not_attributed(partial: Attribution, reason: str) -> Attribution:
+    # A half-filled verdict is not a verdict: keep only what was spent on the case.
+    return Attribution(engine=partial.engine, case=partial.case, input_tokens=partial.input_tokens,
+                       output_tokens=partial.output_tokens, failure_reason=reason)
 
 
 _ENGINES: dict[str, Callable[..., Engine]] = {}

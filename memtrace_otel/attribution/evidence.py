@@ -1,190 +1,61 @@
-"""Finding the evidence of a failed answer when its ids are not recorded.
+"""Finding the evidence of a failed answer, and the path from it to the blamed operation.
 
-Message variables are ranked against the question plus the gold answer by two
-rankers that fail differently: BM25 (exact words, good at names and dates)
-and embedding cosine similarity (paraphrase). Their rankings are fused by
-reciprocal rank fusion, which needs no score calibration between them.
-
-Embeddings come from wordllama (weights shipped in the package, loaded without
-network) when it is installed; otherwise the second ranker is a token-overlap
-(Jaccard) ranking so that the engine stays offline and deterministic.
-
->>> docs = {"m1": "I adopted a dog named Max", "m2": "We went hiking in Boston", "m3": "Lunch"}
->>> bm25_scores(BM25Index(docs), "Where did they go hiking? Boston")[0][0]
-'m2'
->>> reciprocal_rank_fusion([["a", "b", "c"], ["b", "a", "c"]])[:2]
-['a', 'b']
+The evaluation names its evidence (ids such as LoCoMo's ``D1:3``, matched to
+message variables by :func:`~memtrace_otel.graph.query.evidence_variables`).
+When it names none, the graph's messages are ranked against the question plus
+the gold answer (:mod:`.ranking`), and the best ranked that hold the gold are
+taken.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import math
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 import networkx as nx
 
 from memtrace_otel.attribution.base import FailureCase
-from memtrace_otel.attribution.presence import critical_information, tokenize
-from memtrace_otel.embeddings import load_wordllama
+from memtrace_otel.attribution.index import graph_index
+from memtrace_otel.attribution.presence import critical_information
 from memtrace_otel.graph.query import evidence_variables
+from memtrace_otel.semconv import VariableKind
 
-__all__ = [
-    "BM25Index",
-    "DocumentRanker",
-    "bm25_scores",
-    "embedder",
-    "evidence_path",
-    "find_evidence",
-    "rank_documents",
-    "reciprocal_rank_fusion",
-]
+__all__ = ["evidence_path", "find_evidence"]
 
-_RRF_K = 60
 _RANKED_EVIDENCE = 3
-Embedder = Callable[[Sequence[str]], Any]
 
 
-class BM25Index:
-    """Okapi BM25 over a fixed set of documents (k1=1.2, b=0.75). Immutable after build."""
+def find_evidence(G: nx.DiGraph, case: FailureCase, *, use_embeddings: bool = True,
+                  stores: Iterable[str] | None = None) -> tuple[list[str], bool]:
+    """Evidence message variables of ``case`` and whether they were given (not ranked).
 
-    def __init__(self, documents: Mapping[str, str], *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.ids = list(documents)
-        self.texts = [documents[i] for i in self.ids]
-        self.k1, self.b = k1, b
-        self.terms: list[Counter[str]] = [Counter(_terms(t)) for t in self.texts]
-        self.lengths = [sum(c.values()) for c in self.terms]
-        self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
-        df: Counter[str] = Counter()
-        for counts in self.terms:
-            df.update(counts.keys())
-        n = len(self.ids)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+    Parameters
+    ----------
+    use_embeddings:
+        Rank with the offline embedding model as well as BM25 (when installed).
+    stores:
+        Rank only the messages of these memory stores (the ones the failed
+        answer read; see :meth:`.GraphIndex.message_ranker`); all when ``None``.
 
-    def score(self, query_terms: Sequence[str], index: int) -> float:
-        counts, length = self.terms[index], self.lengths[index]
-        norm = self.k1 * (1 - self.b + self.b * length / (self.average or 1.0))
-        total = 0.0
-        for term in query_terms:
-            tf = counts.get(term, 0)
-            if tf:
-                total += self.idf.get(term, 0.0) * tf * (self.k1 + 1) / (tf + norm)
-        return total
-
-
-def _terms(text: str) -> list[str]:
-    # BM25 wants term frequencies, so tokenize word by word (tokenize() returns a set).
-    return [t for word in text.split() for t in tokenize(word)]
-
-
-def bm25_scores(index: BM25Index, query: str) -> list[tuple[str, float]]:
-    """Documents by descending BM25 score for ``query`` (ties keep document order)."""
-    terms = list(dict.fromkeys(_terms(query)))
-    scored = [(index.ids[i], index.score(terms, i)) for i in range(len(index.ids))]
-    return sorted(scored, key=lambda item: -item[1])
-
-
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], *, k: int = _RRF_K) -> list[str]:
-    """Fuse rankings: each item scores sum(1 / (k + rank)); best first, ties by first ranking."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    first = {item: i for i, item in enumerate(rankings[0])} if rankings else {}
-    return sorted(scores, key=lambda item: (-scores[item], first.get(item, len(first))))
-
-
-@functools.cache
-def embedder() -> Embedder | None:
-    """A text -> unit-vector matrix function, or ``None`` when no offline model is available.
-
-    Uses the one wordllama loader of the package (one model per process, loaded from
-    the package's own weights with downloads disabled).
+    Returns
+    -------
+    tuple
+        The message variable ids (sorted when given, best first when ranked),
+        and ``True`` when the evaluation named them.
     """
-    model = load_wordllama()
-    return None if model is None else _normalised(model.embed)
-
-
-def _normalised(embed: Callable[..., Any]) -> Embedder:
-    import numpy as np
-
-    def run(texts: Sequence[str]) -> Any:
-        vectors = np.asarray(embed(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1.0, norms)
-
-    return run
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
-
-
-class DocumentRanker:
-    """BM25 and embedding rankings of one document set, fused by RRF.
-
-    Built once per graph (the BM25 statistics and the embedding matrix are the
-    expensive part) and queried once per failed case. Read-only after the
-    first query, so one ranker may serve many cases.
-
-    >>> ranker = DocumentRanker({"a": "the cat sat", "b": "dogs bark at night"}, use_embeddings=False)
-    >>> ranker.rank("do dogs bark?")
-    ['b', 'a']
-    """
-
-    def __init__(self, documents: Mapping[str, str], *, use_embeddings: bool = True) -> None:
-        self.documents = dict(documents)
-        self.index = BM25Index(self.documents)
-        self._embed = embedder() if use_embeddings else None
-        self._matrix: Any = None
-
-    def _semantic(self, query: str) -> list[str]:
-        ids = self.index.ids
-        if self._embed is not None:
-            if self._matrix is None:
-                self._matrix = self._embed(self.index.texts)
-            scores = (self._matrix @ self._embed([query])[0]).tolist()
-        else:
-            wanted = tokenize(query)
-            scores = [_jaccard(wanted, tokenize(text)) for text in self.index.texts]
-        return [ids[i] for i in sorted(range(len(ids)), key=lambda i: -scores[i])]
-
-    def rank(self, query: str) -> list[str]:
-        """Document ids, best first."""
-        if not self.documents:
-            return []
-        lexical = [doc for doc, _ in bm25_scores(self.index, query)]
-        return reciprocal_rank_fusion([lexical, self._semantic(query)])
-
-
-def rank_documents(
-    documents: Mapping[str, str], query: str, *, use_embeddings: bool = True
-) -> list[str]:
-    """Document ids best first for ``query``: BM25 and embedding rankings fused by RRF."""
-    return DocumentRanker(documents, use_embeddings=use_embeddings).rank(query)
-
-
-def find_evidence(G: nx.DiGraph, case: FailureCase) -> tuple[list[str], bool]:
-    """Evidence message variables of ``case`` and whether they were given (not ranked)."""
-    from memtrace_otel.attribution.index import graph_index  # the index builds on this module
-
     given = sorted(evidence_variables(G, case.evidence))
     # Other variables may be named after the turn too (facts:D1:3); the message is the evidence.
-    messages = [v for v in given if G.nodes[v].get("kind") == "message" or v.startswith("msg:")]
+    messages = [v for v in given if G.nodes[v].get("kind") == VariableKind.MESSAGE]
     if messages or given:
         return messages or given, True
     query = " ".join(filter(None, (case.question, case.gold)))
     if not query:
         return [], False
-    ranked = graph_index(G).message_ranker().rank(query)
+    index = graph_index(G)
+    ranked = index.message_ranker(use_embeddings=use_embeddings, stores=stores).rank(query)
     if not ranked:
         return [], False
     info = critical_information(case.gold, case.question)
-    index = graph_index(G)
     holding = [
         m for m in ranked[:_RANKED_EVIDENCE] if info.carried_by(index.tokens(m), threshold=0.5)
     ]

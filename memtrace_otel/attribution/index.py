@@ -1,73 +1,99 @@
 """Per-graph facts the lineage engine asks for again and again, computed once.
 
 Attribution runs one case at a time, but the cases of one span file share one
-graph: tokenising every variable, ranking messages and the spectrum scores are
-graph-wide work. :func:`graph_index` keeps one :class:`GraphIndex` per graph
-(weakly, and rebuilt when the graph grows), so the per-case work is only the
-walk along the evidence's lineage.
+graph: tokenising every variable, the inverted index of memory contents,
+ranking messages and the spectrum scores are graph-wide work.
+:func:`graph_index` keeps one :class:`GraphIndex` per graph, built lazily
+once, so the per-case work is only the walk along the evidence's lineage and
+look-ups: analysing a graph costs time linear in its size plus, per failure,
+time proportional to that failure's slice.
 
-Thread safety: the cache map is guarded by a lock; one index's lazy fields
-are filled idempotently (a race computes the same value twice).
+The index lives in the graph layer's per-graph cache
+(:func:`memtrace_otel.graph.index.lookup`), which networkx empties on every
+structural change; after changing node data in place, call
+:func:`memtrace_otel.graph.clear_index`.
+
+Thread safety: one index's lazy fields are filled idempotently (a race
+computes the same value twice); the index is read-only otherwise.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import networkx as nx
 
-from memtrace_otel.attribution.evidence import DocumentRanker
 from memtrace_otel.attribution.presence import split_lines, tokenize
+from memtrace_otel.attribution.ranking import DocumentRanker
 from memtrace_otel.attribution.spectrum import ochiai_scores
+from memtrace_otel.graph.index import lookup, position, variables_by_name
+from memtrace_otel.graph.query import producer_of
+from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 
-STORED_KINDS = frozenset({"memory_unit", "store"})
+STORED_KINDS = frozenset({VariableKind.MEMORY_UNIT, VariableKind.STORE})
 """Variable kinds that are memory: what a later question can be answered from."""
-_READ_SIDE = frozenset({"retrieval", "rerank"})
-_NOT_STORED = frozenset(
-    {"message", "query", "answer", "prompt", "response", "facts", "verdict", "context", "gold"}
-)
+_READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK})
+_NOT_STORED = frozenset({
+    VariableKind.MESSAGE, VariableKind.QUERY, VariableKind.ANSWER, VariableKind.PROMPT,
+    VariableKind.RESPONSE, VariableKind.FACTS, VariableKind.VERDICT,
+})
 _SPECIFIC_MESSAGES = 3
+_STORE_SEARCH_STEPS = 3
+Postings = dict[str, set[str]]
 
-_lock = threading.Lock()
-_cache: weakref.WeakKeyDictionary[nx.DiGraph, GraphIndex] = weakref.WeakKeyDictionary()
+_KEY = "memtrace_otel.attribution.index"
 
 
 def graph_index(G: nx.DiGraph) -> GraphIndex:
-    """The (cached) index of ``G``; a graph that changed size gets a fresh one."""
-    signature = (G.number_of_nodes(), G.number_of_edges())
-    with _lock:
-        index = _cache.get(G)
-        if index is None or index.signature != signature:
-            index = GraphIndex(G)
-            _cache[G] = index
-    return index
+    """The index of ``G``, built once per graph (until the graph changes).
+
+    >>> G = nx.DiGraph(); G.add_node("m@1", type="variable", name="m", version=1, content="hi")
+    >>> graph_index(G) is graph_index(G), graph_index(G).has_content
+    (True, True)
+    >>> G.add_node("n@1"); graph_index(G).G is G
+    True
+    """
+    return lookup(G, _KEY, GraphIndex)
 
 
 class GraphIndex:
     """Lazily computed, read-mostly facts about one graph."""
 
+    def __reduce__(self) -> tuple[type[GraphIndex], tuple[nx.DiGraph]]:
+        # A graph pickled for a worker process carries its cache; the index starts empty
+        # there (its lazy parts, such as an embedding model, do not travel). The graph may
+        # not be filled in yet when this runs, so __init__ must not read it.
+        return (GraphIndex, (self.G,))
+
     def __init__(self, G: nx.DiGraph) -> None:
         self.G = G
-        self.signature = (G.number_of_nodes(), G.number_of_edges())
+        self._producers: dict[str, str | None] = {}
         self._tokens: dict[str, frozenset[str]] = {}
         self._lines: dict[str, list[frozenset[str]]] = {}
-        self._postings: dict[str, set[str]] | None = None
+        self._postings: dict[str | None, Postings] | None = None
+        self._truncated: dict[str | None, set[str]] = {}
         self._message_count = 0
-        self._message_postings: dict[str, set[str]] | None = None
+        self._message_postings: Postings | None = None
         self._versions: dict[str, list[str]] | None = None
         self._retrieved_names: set[str] | None = None
-        self._ranker: DocumentRanker | None = None
+        self._rankers: dict[tuple[bool, tuple[str, ...] | None], DocumentRanker] = {}
+        self._message_stores: dict[str | None, list[str]] | None = None
         self._ochiai: dict[str, float] | None = None
-        self.has_content = any(
-            d.get("type") == "variable" and d.get("content") for _, d in G.nodes(data=True)
-        )
+        self._has_content: bool | None = None
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any variable has captured content (else attribution runs on lineage alone)."""
+        if self._has_content is None:
+            self._has_content = any(
+                d.get("type") == "variable" and d.get("content") for _, d in self.G.nodes(data=True)
+            )
+        return self._has_content
 
     # -- nodes ------------------------------------------------------------
     def data(self, node: str) -> dict[str, Any]:
@@ -77,7 +103,7 @@ class GraphIndex:
         return int(self.G.nodes[op].get("order", 0))
 
     def category(self, op: str) -> str:
-        return str(self.G.nodes[op].get("category", "other"))
+        return str(self.G.nodes[op].get("category", Category.OTHER))
 
     def content(self, variable: str) -> str | None:
         return self.G.nodes[variable].get("content")
@@ -98,10 +124,11 @@ class GraphIndex:
         return found
 
     def producer(self, variable: str) -> str | None:
-        for pred in self.G.predecessors(variable):
-            if self.G.nodes[pred].get("type") == "operation":
-                return pred
-        return None
+        try:
+            return self._producers[variable]
+        except KeyError:
+            found = self._producers[variable] = producer_of(self.G, variable)
+            return found
 
     def produced_at(self, variable: str) -> int:
         """Execution order of the variable's producer; -1 for external inputs (always there)."""
@@ -123,27 +150,20 @@ class GraphIndex:
     def versions(self, name: str) -> list[str]:
         """Variable ids of ``name``, oldest version first."""
         if self._versions is None:
-            table: dict[str, list[tuple[int, str]]] = defaultdict(list)
-            for node, d in self.G.nodes(data=True):
-                if d.get("type") == "variable":
-                    table[d["name"]].append((d["version"], node))
-            self._versions = {n: [v for _, v in sorted(vs)] for n, vs in table.items()}
+            self._versions = {n: [v for _, v in vs] for n, vs in variables_by_name(self.G).items()}
         return self._versions.get(name, [])
+
+    def store_of(self, variable: str) -> str | None:
+        """The memory store (``gen_ai.memory.store.id``) whose operation wrote ``variable``, if named."""
+        producer = self.producer(variable)
+        return _store_id(self.G.nodes[producer]) if producer is not None else None
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""
         d = self.G.nodes[variable]
         if d.get("kind") in STORED_KINDS:
             return True
-        if d.get("kind") in (
-            "message",
-            "query",
-            "answer",
-            "prompt",
-            "response",
-            "facts",
-            "verdict",
-        ):
+        if d.get("kind") in _NOT_STORED:
             return False
         if self._retrieved_names is None:
             self._retrieved_names = {
@@ -162,32 +182,63 @@ class GraphIndex:
                 current = variable
         return current
 
-    def stored_variables(self) -> dict[str, set[str]]:
-        """Inverted index: token -> stored variables (every version) whose content has it."""
+    def stored_variables(self) -> dict[str | None, Postings]:
+        """Inverted index per store: store id -> token -> stored variables (every version) holding it.
+
+        Variables whose writer names no store are under ``None``. Truncated
+        contents are also listed per store (:meth:`candidates` needs them).
+        """
         if self._postings is None:
-            postings: dict[str, set[str]] = defaultdict(set)
+            postings: dict[str | None, Postings] = defaultdict(lambda: defaultdict(set))
             for node, d in self.G.nodes(data=True):
                 if d.get("type") == "variable" and d.get("content") and self.is_stored(node):
+                    store = self.store_of(node)
                     for token in self.tokens(node):
-                        postings[token].add(node)
+                        postings[store][token].add(node)
+                    if len(d["content"]) < int(d.get("size") or 0):
+                        self._truncated.setdefault(store, set()).add(node)
             self._postings = postings
         return self._postings
 
-    def candidates(self, tokens: list[str]) -> set[str]:
-        """Stored variables holding any of ``tokens``: the only ones that can carry them."""
-        postings = self.stored_variables()
+    def candidates(self, tokens: Iterable[str], *, required: Iterable[str] = (),
+                   stores: Iterable[str] | None = None) -> set[str]:
+        """Stored variables that can carry ``tokens``: holding any of them, and all of ``required``.
+
+        Parameters
+        ----------
+        tokens:
+            A variable must hold one of these to be a candidate.
+        required:
+            Tokens a carrier must hold (exact ones such as numbers); a variable
+            whose content is truncated is kept without them (the cut-off part
+            may hold them).
+        stores:
+            Only variables of these stores (and of no named store); all when ``None``.
+
+        Returns
+        -------
+        set
+            Found through the inverted index: the cost is the size of the
+            smallest posting list asked for, not the size of the memory.
+        """
+        wanted, needed = frozenset(tokens), list(dict.fromkeys(required))
+        by_store = self.stored_variables()
+        chosen = list(by_store) if stores is None else [*dict.fromkeys(stores), None]
         found: set[str] = set()
-        for token in tokens:
-            found |= postings.get(token, set())
+        for store in chosen:
+            postings = by_store.get(store)
+            if postings:
+                found |= _holding(postings, wanted, needed, self.tokens)
+                found |= {v for v in self._truncated.get(store, ()) if not wanted.isdisjoint(self.tokens(v))}
         return found
 
     # -- message statistics -----------------------------------------------
-    def _messages(self) -> dict[str, set[str]]:
+    def _messages(self) -> Postings:
         if self._message_postings is None:
-            postings: dict[str, set[str]] = defaultdict(set)
+            postings: Postings = defaultdict(set)
             count = 0
             for node, d in self.G.nodes(data=True):
-                if d.get("type") == "variable" and d.get("kind") == "message" and d.get("content"):
+                if d.get("type") == "variable" and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
                     count += 1
                     for token in self.tokens(node):
                         postings[token].add(node)
@@ -203,26 +254,81 @@ class GraphIndex:
     def specific(self, tokens: Iterable[str]) -> bool:
         """Whether so few messages hold all of ``tokens`` together that they identify a fact."""
         postings = self._messages()
-        sets = [postings.get(t, set()) for t in tokens]
+        sets = sorted((postings.get(t, set()) for t in tokens), key=len)
         if not sets:
             return False
-        return len(set.intersection(*sets)) <= _SPECIFIC_MESSAGES
+        return len(sets[0].intersection(*sets[1:])) <= _SPECIFIC_MESSAGES
 
     # -- graph-wide rankings ------------------------------------------------
-    def message_ranker(self) -> DocumentRanker:
-        if self._ranker is None:
-            messages = {
-                n: d["content"]
-                for n, d in self.G.nodes(data=True)
-                if d.get("type") == "variable"
-                and d.get("version") == 1
-                and d.get("content")
-                and (d.get("kind") == "message" or str(d.get("name", "")).startswith("msg:"))
-            }
-            self._ranker = DocumentRanker(messages)
-        return self._ranker
+    def message_ranker(self, *, use_embeddings: bool = True, stores: Iterable[str] | None = None
+                       ) -> DocumentRanker:
+        """The ranker of the messages (first versions with content) of ``stores``, built once per choice.
+
+        A message belongs to the stores its writer and readers name, and to
+        every store when they name none; ``stores=None`` ranks all messages.
+        Another user's messages cannot be this question's evidence, and
+        ranking only the question's own keeps a case's cost to its memory's size.
+        """
+        key = (use_embeddings, None if stores is None else tuple(sorted(set(stores))))
+        ranker = self._rankers.get(key)
+        if ranker is None:
+            by_store = self._messages_by_store()
+            chosen = list(by_store) if key[1] is None else [*key[1], None]
+            where = position(self.G)
+            ids = sorted({m for store in chosen for m in by_store.get(store, ())}, key=where.__getitem__)
+            documents = {m: self.G.nodes[m]["content"] for m in ids}
+            ranker = DocumentRanker(documents, use_embeddings=use_embeddings)
+            self._rankers[key] = ranker
+        return ranker
+
+    def _messages_by_store(self) -> dict[str | None, list[str]]:
+        if self._message_stores is None:
+            by_store: dict[str | None, list[str]] = defaultdict(list)
+            for node, d in self.G.nodes(data=True):
+                if (d.get("type") == "variable" and d.get("content") and d.get("kind") == VariableKind.MESSAGE
+                        and not any(e.get("role") == "version" for e in self.G.pred[node].values())):
+                    for store in self._stores_around(node) or (None,):
+                        by_store[store].append(node)
+            self._message_stores = by_store
+        return self._message_stores
+
+    def _stores_around(self, variable: str) -> list[str]:
+        """Stores the first store-naming operations downstream of ``variable`` name (a few steps at most).
+
+        A message is ingested by operations that often name no store (only GenAI
+        memory spans carry ``gen_ai.memory.store.id``); the write into memory a
+        step or two later does.
+        """
+        G, found = self.G, set()
+        frontier, seen = [variable], {variable}
+        for _ in range(_STORE_SEARCH_STEPS):
+            ops = [op for v in frontier for op in G._succ[v] if op not in seen]
+            seen.update(ops)
+            named = {op: _store_id(G.nodes[op]) for op in ops}
+            found.update(store for store in named.values() if store)
+            frontier = [v for op in ops if not named[op] for v in G._succ[op] if v not in seen]
+            seen.update(frontier)
+        return sorted(found)
 
     def ochiai(self) -> dict[str, float]:
+        """Spectrum suspiciousness of the operations (computed on first use: it walks every slice)."""
         if self._ochiai is None:
             self._ochiai = ochiai_scores(self.G)
         return self._ochiai
+
+
+def _store_id(data: dict[str, Any]) -> str | None:
+    store = data.get("store_id")
+    return store if isinstance(store, str) and store else None
+
+
+def _holding(postings: Postings, wanted: frozenset[str], needed: list[str],
+             tokens: Callable[[str], frozenset[str]]) -> set[str]:
+    """Variables of one store's ``postings`` holding any of ``wanted`` and all of ``needed``."""
+    if not needed:
+        found: set[str] = set()
+        for token in wanted:
+            found |= postings.get(token, set())
+        return found
+    lists = sorted((postings.get(t, set()) for t in needed), key=len)
+    return {v for v in lists[0] if all(v in p for p in lists[1:]) and not wanted.isdisjoint(tokens(v))}

@@ -31,8 +31,6 @@ lower confidence.
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -42,26 +40,19 @@ from memtrace_otel.attribution.base import (
     Engine,
     ErrorType,
     FailureCase,
+    NotAttributed,
     register_engine,
 )
+from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence
 from memtrace_otel.attribution.index import GraphIndex, graph_index
-from memtrace_otel.attribution.presence import Information, critical_information
+from memtrace_otel.attribution.presence import critical_information
+from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
 __all__ = ["LineageEngine", "find_evidence"]
 
-_CATEGORY_TYPES = {
-    "ingest": ErrorType.EXTRACTION,
-    "extraction": ErrorType.EXTRACTION,
-    "update": ErrorType.UPDATE,
-    "deletion": ErrorType.DELETION,
-    "retrieval": ErrorType.RETRIEVAL,
-    "rerank": ErrorType.RETRIEVAL,
-    "generation": ErrorType.RESPONSE,
-}
-_WRITE_SIDE = frozenset({"ingest", "extraction", "update", "deletion", "other"})
-_NOT_CONTEXT = frozenset({"query"})
-_EXTRACTION_ROLES = {"extraction": 0, "ingest": 1}
+_NOT_CONTEXT = frozenset({VariableKind.QUERY})
+_EXTRACTION_ROLES = {Category.EXTRACTION: 0, Category.INGEST: 1}
 
 
 @dataclass(slots=True)
@@ -77,96 +68,7 @@ class Verdict:
     alternatives: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Case:
-    """Per-case facts shared by the walk over each evidence message."""
-
-    index: GraphIndex
-    answer: str
-    generator: str
-    query_time: int
-    answer_slice: set[str]
-    structural: bool
-
-
-class _Carrying:
-    """Presence test for one evidence message's information: content, or lineage without it."""
-
-    def __init__(self, case: _Case, evidence: str, info: Information, *, structural: bool) -> None:
-        self.case, self.evidence, self.info, self.structural = case, evidence, info, structural
-        self._descendants: set[str] | None = None
-        self._forward: tuple[list[str], list[str]] | None = None
-        self._memo: dict[str, bool] = {}
-
-    def __call__(self, variable: str) -> bool:
-        found = self._memo.get(variable)
-        if found is None:
-            found = self._memo[variable] = self._test(variable)
-        return found
-
-    def _test(self, variable: str) -> bool:
-        index = self.case.index
-        if index.data(variable).get("deleted"):
-            return False
-        if self.structural or index.content(variable) is None:
-            return variable == self.evidence or variable in self.descendants
-        if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
-            return True
-        # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
-        # so a truncated variable carries what its producer read.
-        if _truncated(index, variable):
-            producer = index.producer(variable)
-            return producer is not None and any(self(v) for v in index.inputs(producer))
-        return False
-
-    def forward(self) -> tuple[list[str], list[str]]:
-        if self._forward is None:
-            self._forward = _forward(self.case, self)
-        return self._forward
-
-    def lineage_stored(self) -> list[str]:
-        """Stored carriers on the evidence's own lineage (reached forward from it)."""
-        index, when = self.case.index, self.case.query_time
-        return [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
-
-    def stored(self) -> list[str]:
-        """Memory variables (any version, written before the question) that carry the information.
-
-        Searched store-wide, not only downstream of the evidence: a unit that
-        came from another message saying the same thing (a deduplicated
-        fact) counts too.
-        """
-        index, when = self.case.index, self.case.query_time
-        if self.structural:
-            pool = [v for v in self.forward()[0] if index.is_stored(v)]
-        else:
-            weights = self.info.gold or self.info.sentence
-            keys = sorted(weights, key=lambda t: -weights[t])[:4]
-            pool = list(index.candidates(keys))
-        found = [v for v in pool if index.produced_at(v) < when and self(v)]
-        return sorted(found, key=lambda v: (index.produced_at(v), v))
-
-    @property
-    def descendants(self) -> set[str]:
-        if self._descendants is None:
-            self._descendants = nx.descendants(self.case.index.G, self.evidence)
-        return self._descendants
-
-
-def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
-    """Execution order at which the question starts being answered (end of the write side)."""
-    trace = index.data(generator).get("trace_id")
-    starts = [
-        index.order(op)
-        for op in answer_slice
-        if index.data(op).get("type") == "operation"
-        and index.category(op) in ("retrieval", "rerank", "generation")
-        and index.data(op).get("trace_id") == trace
-    ]
-    return min(starts, default=index.order(generator))
-
-
-def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
+def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carrier(case, carries, carries.lineage_stored())
@@ -190,7 +92,7 @@ def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
     for op in chain:
         inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT]
         carrier = next((v for v in inputs if carries(v)), None)
-        if carrier is None and index.category(op) == "retrieval" and alive is not None:
+        if carrier is None and index.category(op) == Category.RETRIEVAL and alive is not None:
             carrier = alive
         if carrier is None:
             continue
@@ -199,7 +101,7 @@ def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
             continue
         return _read_verdict(index, op, carrier)
     if alive is not None:
-        first = next((op for op in chain if index.category(op) == "retrieval"), case.generator)
+        first = next((op for op in chain if index.category(op) == Category.RETRIEVAL), case.generator)
         return _read_verdict(index, first, alive)
     if carries(case.answer):
         return Verdict(
@@ -213,7 +115,7 @@ def _read_side(case: _Case, carries: _Carrying) -> Verdict | None:
 
 def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
     category = index.category(op)
-    if category == "generation":
+    if category == Category.GENERATION:
         verdict = Verdict(
             op, ErrorType.RESPONSE, f"its context {carrier} held the information", carrier
         )
@@ -224,7 +126,7 @@ def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
             f"{carrier} held the information but the retrieved context does not",
             carrier,
         )
-    if _truncated(index, carrier):
+    if truncated(index, carrier):
         # Presence was inferred from what the producer read, not seen: the cut-off part of
         # the content might not hold it (a reranker that dropped it looks the same).
         verdict.confidence = 0.6
@@ -232,38 +134,7 @@ def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
     return verdict
 
 
-def _truncated(index: GraphIndex, variable: str) -> bool:
-    return len(index.content(variable) or "") < int(index.data(variable).get("size") or 0)
-
-
-def _forward(case: _Case, carries: _Carrying) -> tuple[list[str], list[str]]:
-    """Write-side walk from the evidence: carrying variables reached, and ops that dropped it.
-
-    Only operations before the question count; an op that read a carrier and
-    wrote no carrier is a drop.
-    """
-    index = case.index
-    seen_vars, seen_ops = {carries.evidence}, set()
-    queue = deque([carries.evidence])
-    carriers, drops = [], []
-    while queue:
-        variable = queue.popleft()
-        carriers.append(variable)
-        for op in index.readers(variable):
-            if op in seen_ops or index.order(op) >= case.query_time:
-                continue
-            seen_ops.add(op)
-            written = [v for v in index.outputs(op) if carries(v)]
-            if not written and index.category(op) in _WRITE_SIDE:
-                drops.append(op)
-            for v in written:
-                if v not in seen_vars:
-                    seen_vars.add(v)
-                    queue.append(v)
-    return carriers, drops
-
-
-def _alive_carrier(case: _Case, carries: _Carrying, pool: list[str]) -> str | None:
+def _alive_carrier(case: LineageCase, carries: Carrying, pool: list[str]) -> str | None:
     """A memory variable that carries the information and is current when the question is asked."""
     index = case.index
     for variable in pool:
@@ -273,7 +144,7 @@ def _alive_carrier(case: _Case, carries: _Carrying, pool: list[str]) -> str | No
     return None
 
 
-def _losses(case: _Case, carries: _Carrying, pool: list[str]) -> list[tuple[str, str, str]]:
+def _losses(case: LineageCase, carries: Carrying, pool: list[str]) -> list[tuple[str, str, str]]:
     """(op, before, after) for each stored carrier whose next version no longer carries."""
     index = case.index
     found = []
@@ -289,7 +160,7 @@ def _losses(case: _Case, carries: _Carrying, pool: list[str]) -> list[tuple[str,
     return found
 
 
-def _unexcused_drops(case: _Case, carries: _Carrying) -> list[str]:
+def _unexcused_drops(case: LineageCase, carries: Carrying) -> list[str]:
     """Extractions on the evidence's own lineage that stored none of the fact it carried.
 
     Only when nothing on that lineage was ever stored; a drop is excused (a
@@ -315,14 +186,14 @@ def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
     # The error type names the role of the faulty operation; a tombstone written by an
     # update-role op (a window trim) is still an update error.
     category = index.category(op)
-    if category == "deletion":
+    if category == Category.DELETION:
         return ErrorType.DELETION
-    if category == "update":
+    if category == Category.UPDATE:
         return ErrorType.UPDATE
     return ErrorType.DELETION if index.data(after).get("deleted") else ErrorType.UPDATE
 
 
-def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
+def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
@@ -356,11 +227,11 @@ def _write_side(case: _Case, carries: _Carrying) -> Verdict | None:
     return Verdict(candidates[0], ErrorType.EXTRACTION, why, read, alternatives=candidates[1:])
 
 
-def _last_carrier_read(index: GraphIndex, op: str, carries: _Carrying) -> str:
+def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
     return next((v for v in index.inputs(op) if carries(v)), carries.evidence)
 
 
-def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
+def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | None:
     """The verdict for one evidence message's information."""
     index = case.index
     content = index.content(evidence)
@@ -372,7 +243,7 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
         specific=index.specific,
     )
     structural = case.structural or not info
-    carries = _Carrying(case, evidence, info, structural=structural)
+    carries = Carrying(case, evidence, info, structural=structural)
     verdict = _read_side(case, carries) or _write_side(case, carries)
     if verdict is None:
         return None
@@ -384,7 +255,7 @@ def _trace(case: _Case, failure: FailureCase, evidence: str) -> Verdict | None:
     return verdict
 
 
-def _choose(case: _Case, verdicts: list[Verdict]) -> Verdict | None:
+def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
     """One verdict of the per-evidence ones: grounded, non-response, earliest, suspicious first.
 
     Each evidence message's verdict names an operation that lost part of
@@ -399,24 +270,35 @@ def _choose(case: _Case, verdicts: list[Verdict]) -> Verdict | None:
     operations = list(dict.fromkeys(v.operation for v in pool))
     if len(operations) == 1:
         return pool[0]
-    scores = case.index.ochiai()
-    best = min(
-        pool, key=lambda v: (case.index.order(v.operation), -round(scores.get(v.operation, 0.0), 6))
-    )
+    best = _earliest(case.index, pool)
     best.confidence *= 0.8
     best.alternatives = [op for op in operations if op != best.operation]
     return best
 
 
-def _fallback(case: _Case) -> Verdict:
+def _earliest(index: GraphIndex, pool: list[Verdict]) -> Verdict:
+    """The verdict on the earliest operation; spectrum suspiciousness, then node id, among equals.
+
+    Execution orders are unique in a built graph, so the spectrum (a walk over
+    every evaluation's slice) is only computed when orders tie.
+    """
+    first = min(index.order(v.operation) for v in pool)
+    tied = [v for v in pool if index.order(v.operation) == first]
+    if len({v.operation for v in tied}) == 1:
+        return tied[0]
+    scores = index.ochiai()
+    return min(tied, key=lambda v: (-round(scores.get(v.operation, 0.0), 6), v.operation))
+
+
+def _fallback(case: LineageCase) -> Verdict:
     """No evidence to follow: the most suspicious operation on the answer's slice, by spectrum."""
     index = case.index
     scores = index.ochiai()
     ops = [n for n in case.answer_slice if index.data(n).get("type") == "operation"] or [
         case.generator
     ]
-    op = min(ops, key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n)))
-    kind = _CATEGORY_TYPES.get(index.category(op), ErrorType.RESPONSE)
+    op = min(ops, key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n), n))
+    kind = error_type_of_category(index.category(op)) or ErrorType.RESPONSE
     return Verdict(
         op,
         kind,
@@ -448,33 +330,14 @@ class LineageEngine(Engine):
     def __init__(self, *, use_embeddings: bool = True) -> None:
         self.use_embeddings = use_embeddings
 
-    def attribute(self, G: nx.DiGraph, case: FailureCase) -> Attribution:
-        started = time.perf_counter()
-        result = Attribution(engine=self.name, case=case)
-        try:
-            self._attribute(G, case, result)
-        except Exception as error:  # one bad case must not stop a batch
-            result.failure_reason = f"{type(error).__name__}: {error}"
-        result.seconds = time.perf_counter() - started
-        return result
-
     def _attribute(self, G: nx.DiGraph, failure: FailureCase, result: Attribution) -> None:
         index = graph_index(G)
         answer = failure.answer
         generator = index.producer(answer) if answer in G else None
         if answer is None or generator is None:
-            result.failure_reason = "the evaluation names no answer variable with a producer"
-            return
-        answer_slice = nx.ancestors(G, answer)
-        case = _Case(
-            index,
-            answer,
-            generator,
-            _query_time(index, generator, answer_slice),
-            answer_slice,
-            structural=not index.has_content,
-        )
-        evidence, given = find_evidence(G, failure)
+            raise NotAttributed("the evaluation names no answer variable with a producer")
+        case = LineageCase.of(index, answer, generator)
+        evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
         verdict = _choose(
             case, [v for e in evidence if (v := _trace(case, failure, e)) is not None]
         )
@@ -482,8 +345,7 @@ class LineageEngine(Engine):
             verdict = _fallback(case)
         elif not given:
             verdict.confidence *= 0.85
-        result.blame(G, verdict.operation)
-        result.error_type = verdict.error_type
+        result.blame(G, verdict.operation, verdict.error_type)
         result.confidence = round(verdict.confidence, 3)
         result.evidence_path = evidence_path(
             G, evidence, verdict.carrier, verdict.operation, failure

@@ -39,7 +39,6 @@ from memtrace_otel.attribution.base import Attribution, ErrorType, FailureCase, 
 from memtrace_otel.attribution.llm_baselines import (
     ROOT_CAUSE_RULES,
     LLMEngineBase,
-    error_type_of_category,
     evidence_path,
     parse_error_type,
     start_variables,
@@ -54,13 +53,15 @@ from memtrace_otel.attribution.render import (
 )
 from memtrace_otel.graph.query import backward_slice, producer_of
 from memtrace_otel.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
+from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = ["AGENT_TOOLS", "LLMAgentEngine"]
 
 _BUDGET_EXHAUSTED = "token budget exhausted"
 _WORD = re.compile(r"[a-z0-9]+")
-_WRITE_PATH = frozenset({"ingest", "extraction", "update", "deletion"})
-_QUERY_SIDE = frozenset({"query", "context", "answer"})
+_WRITE_PATH = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION})
+_QUERY_SIDE = frozenset({VariableKind.QUERY, VariableKind.CONTEXT, VariableKind.ANSWER})
+_MEMORY_KINDS = frozenset({VariableKind.MEMORY_UNIT, VariableKind.STORE})
 
 AGENT_RULES = ROOT_CAUSE_RULES + """
 You investigate with tools. expand(variable_id) shows the operations that wrote and read a \
@@ -127,7 +128,7 @@ class _Walk:
 
     def best_candidate(self) -> str | None:
         faulty = [op for op, (bad, _) in self.verdicts.items() if bad]
-        return min(faulty, key=lambda op: self.G.nodes[op].get("order", 0)) if faulty else None
+        return min(faulty, key=lambda op: (self.G.nodes[op].get("order", 0), op)) if faulty else None
 
 
 class LLMAgentEngine(LLMEngineBase):
@@ -306,12 +307,12 @@ class LLMAgentEngine(LLMEngineBase):
     def _worth_following(walk: _Walk, variable: str) -> bool:
         data = walk.G.nodes[variable]
         return data.get("type") == "variable" and (
-            variable in walk.ancestry or data.get("kind") in ("memory_unit", "store"))
+            variable in walk.ancestry or data.get("kind") in _MEMORY_KINDS)
 
     def _life(self, walk: _Walk, variable: str) -> list[str]:
         data = walk.G.nodes[variable]
         name = data.get("name", variable)
-        if data.get("kind") != "memory_unit" or name in walk.lives:
+        if data.get("kind") != VariableKind.MEMORY_UNIT or name in walk.lives:
             return []
         walk.lives.add(name)
         return [render_memory_life(walk.G, name, walk.index, max_chars=self.max_chars)]
@@ -319,7 +320,7 @@ class LLMAgentEngine(LLMEngineBase):
     def _note_units(self, walk: _Walk, ops: list[str]) -> None:
         for op in ops:
             for v in (*walk.G.predecessors(op), *walk.G.successors(op)):
-                if walk.G.nodes[v].get("kind") == "memory_unit":
+                if walk.G.nodes[v].get("kind") == VariableKind.MEMORY_UNIT:
                     walk.units.add(walk.G.nodes[v].get("name", v))
 
     def _operation(self, walk: _Walk, ref: object) -> str:
@@ -370,8 +371,7 @@ class LLMAgentEngine(LLMEngineBase):
         candidate = walk.best_candidate()
         if candidate is None:
             raise LLMError(reason)
-        result.blame(walk.G, candidate)
-        result.error_type = error_type_of_category(walk.G.nodes[candidate].get("category"))
+        result.blame(walk.G, candidate)  # the error type its role stands for
         why = walk.verdicts[candidate][1]
         result.explanation = f"{reason} before a final answer; earliest operation judged faulty: {why}"[:1000]
         result.confidence = 0.3
@@ -401,7 +401,7 @@ def _best_matching(G: nx.DiGraph, variables: list[str], text: str, k: int) -> li
     def score(v: str) -> int:
         return len(set(_WORD.findall((G.nodes[v].get("content") or "").lower())) & wanted)
 
-    return sorted(variables, key=score, reverse=True)[:k]
+    return sorted(variables, key=lambda v: (-score(v), v))[:k]
 
 
 register_engine(LLMAgentEngine.name, LLMAgentEngine)

@@ -8,15 +8,13 @@ log is a time-ordered operation log without them.
 
 This module also holds what the three LLM engines share: the root-cause
 definition given to the model, parsing of error types, the budget guard and
-the never-raise wrapper.
+how a failed model call becomes ``failure_reason``.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
-import logging
-import time
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -41,19 +39,18 @@ from memtrace_otel.llm_client import (
     estimate_tokens,
     parse_json_object,
 )
+from memtrace_otel.semconv import VariableKind
 
 __all__ = [
     "ROOT_CAUSE_RULES",
     "AllAtOnceEngine",
     "FlatLogEngine",
     "LLMEngineBase",
-    "error_type_of_category",
     "evidence_path",
     "parse_error_type",
     "start_variables",
 ]
 
-_logger = logging.getLogger(__name__)
 _DEFAULT_BUDGET = 20_000
 _BUDGET_EXHAUSTED = "token budget exhausted"
 
@@ -74,13 +71,6 @@ Reply with one JSON object only: {"operation": "<opN>", "error_type": "<one of t
 "explanation": "<one or two sentences naming the operation and the lost information>", \
 "confidence": <0..1>}"""
 
-_CATEGORY_ERRORS = {
-    "ingest": ErrorType.EXTRACTION, "extraction": ErrorType.EXTRACTION, "update": ErrorType.UPDATE,
-    "deletion": ErrorType.DELETION, "retrieval": ErrorType.RETRIEVAL, "rerank": ErrorType.RETRIEVAL,
-    "generation": ErrorType.RESPONSE,
-}
-
-
 def parse_error_type(value: object) -> ErrorType:
     """The error type a model named, forgiving case and spelling (``retrieval_error``).
 
@@ -93,11 +83,6 @@ def parse_error_type(value: object) -> ErrorType:
             if error_type.value.lower().removesuffix("error") == key:
                 return error_type
     raise MalformedOutput(f"unknown error type {str(value)[:40]!r}")
-
-
-def error_type_of_category(category: str | None) -> ErrorType | None:
-    """The error type an operation of ``category`` would have, for verdicts the model left untyped."""
-    return _CATEGORY_ERRORS.get(category or "")
 
 
 def _clamp(value: object, default: float) -> float:
@@ -125,16 +110,19 @@ def evidence_path(G: nx.DiGraph, starts: Iterable[str], op: str, answer: str | N
 
 
 def start_variables(G: nx.DiGraph, case: FailureCase) -> list[str]:
-    """The evidence message variables, or the message variables of the answer's backward slice."""
-    found = list(evidence_variables(G, case.evidence))
+    """The evidence message variables, or the message variables of the answer's backward slice (sorted)."""
+    found = sorted(evidence_variables(G, case.evidence))
     if found or not case.answer or case.answer not in G:
         return found
-    return [n for n in backward_slice(G, case.answer)
-            if G.nodes[n].get("type") == "variable" and G.nodes[n].get("kind") == "message"]
+    # A slice is a set: sorted, so that ties later (frontier, best match) fall the same way every run.
+    return sorted(n for n in backward_slice(G, case.answer)
+                  if G.nodes[n].get("type") == "variable" and G.nodes[n].get("kind") == VariableKind.MESSAGE)
 
 
 class LLMEngineBase(Engine):
-    """Shared by the LLM engines: the client, the per-case budget, and never raising.
+    """Shared by the LLM engines: the client, the per-case budget, and model failures as reasons.
+
+    ``_attribute`` raises :class:`LLMError` to fail the case with its reason.
 
     Parameters
     ----------
@@ -155,23 +143,9 @@ class LLMEngineBase(Engine):
         self.token_budget = token_budget
         self.max_output_tokens = max_output_tokens
 
-    def attribute(self, G: nx.DiGraph, case: FailureCase) -> Attribution:
-        result = Attribution(engine=self.name, case=case)
-        started = time.perf_counter()
-        try:
-            self._attribute(G, case, result)
-        except LLMError as error:
-            result.failure_reason = error.reason
-        except Exception as error:  # a bad case must not stop the batch
-            _logger.warning("engine %s failed on %s: %s", self.name, case.evaluation, error, exc_info=True)
-            result.failure_reason = f"internal error: {type(error).__name__}: {error}"
-        finally:
-            result.seconds = time.perf_counter() - started
-        return result
-
-    @abc.abstractmethod
-    def _attribute(self, G: nx.DiGraph, case: FailureCase, result: Attribution) -> None:
-        """Fill ``result``; raise :class:`LLMError` to fail the case with its reason."""
+    def _failure_reason(self, error: Exception) -> str:
+        """A failed model call (:class:`LLMError`: timeout, budget, bad output) fails with its reason."""
+        return error.reason if isinstance(error, LLMError) else super()._failure_reason(error)
 
     # -- budget ------------------------------------------------------------
     def _charge(self, result: Attribution, reply: ChatResult) -> None:

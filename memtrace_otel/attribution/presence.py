@@ -20,13 +20,24 @@ False
 
 from __future__ import annotations
 
-import functools
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from memtrace_otel.text import (
+    FACT_STOPWORDS,
+    MONTHS,
+    NUMBER_WORDS,
+    WORD_OR_NUMBER,
+    fact_tokens,
+    normalize_token,
+    sentences,
+    strip_ordinals,
+    words,
+)
+
 __all__ = [
-    "STOPWORDS",
     "Information",
     "critical_information",
     "split_header",
@@ -34,117 +45,36 @@ __all__ = [
     "tokenize",
 ]
 
-_WORD = re.compile(r"[A-Za-z]+|\d+")
-_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
-
-# One string rather than a list literal: easier to read and to extend.
-STOPWORDS = frozenset(
-    """
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its
-itself just me more most my myself no nor not now of off on once only or other our ours
-ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were
-what when where which while who whom why will with would you your yours yourself yourselves
-also get got go going went like really yes yeah oh wow hey hi thanks thank much one s t don
-didn doesn isn wasn im ive youre thats its it's let lets gonna wanna lot things thing
-something anything
-""".split()  # noqa: SIM905
-)
-
-_NUMBER_WORDS = {
-    "zero": "0",
-    "one": "1",
-    "two": "2",
-    "three": "3",
-    "four": "4",
-    "five": "5",
-    "six": "6",
-    "seven": "7",
-    "eight": "8",
-    "nine": "9",
-    "ten": "10",
-    "eleven": "11",
-    "twelve": "12",
-    "first": "1",
-    "second": "2",
-    "third": "3",
-    "once": "1",
-    "twice": "2",
-}
-_MONTHS = {
-    "jan": "january",
-    "feb": "february",
-    "mar": "march",
-    "apr": "april",
-    "jun": "june",
-    "jul": "july",
-    "aug": "august",
-    "sep": "september",
-    "sept": "september",
-    "oct": "october",
-    "nov": "november",
-    "dec": "december",
-}
-_MONTH_NAMES = frozenset(_MONTHS.values()) | {"may"}
 # Tokens that decide an answer on their own ("7 May", "3 kids", "Boston") and so must match exactly.
 _SALIENT_WEIGHT = 2.0
 _WORD_WEIGHT = 1.0
 _CARRY_THRESHOLD = 0.8
 
 
-def _stem(word: str) -> str:
-    # A light suffix stripper: enough to match "paints"/"painting"/"painted", cheap and stable.
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-@functools.lru_cache(maxsize=65536)
-def _normal(word: str) -> str:
-    lower = word.lower()
-    if lower.isdigit():
-        return str(int(lower)) if len(lower) < 6 else lower
-    lower = _MONTHS.get(lower, lower)
-    if lower in _MONTH_NAMES:
-        return lower
-    return _NUMBER_WORDS.get(lower) or _stem(lower)
-
-
 def tokenize(text: str | None) -> frozenset[str]:
     """Normalised content tokens of ``text`` (lowercase, light stems, digits for number words).
+
+    The toolkit's fact tokenizer (:func:`memtrace_otel.text.fact_tokens`), memoised there.
 
     >>> sorted(tokenize("She painted two sunsets in Sept."))
     ['2', 'paint', 'september', 'sunset']
     """
-    return _tokenize(text) if text else frozenset()
-
-
-# Cases of one benchmark or span file share most contents (the ingestion is the same), so
-# tokenising is memoised process-wide; this is what keeps a case within its time budget.
-@functools.lru_cache(maxsize=200_000)
-def _tokenize(text: str) -> frozenset[str]:
-    text = _ORDINAL.sub(r"\1", text)
-    return frozenset(_normal(w) for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+    return fact_tokens(text)
 
 
 def _salient(text: str) -> set[str]:
     """Numbers, month names and capitalised words (names) of ``text``, normalised."""
-    text = _ORDINAL.sub(r"\1", text)
     found = set()
-    for word in _WORD.findall(text):
+    for word in words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False):
         lower = word.lower()
-        if lower in STOPWORDS:
+        if lower in FACT_STOPWORDS:
             continue
-        if word.isdigit() or word[0].isupper() or lower in _NUMBER_WORDS or lower in _MONTHS:
-            found.add(_normal(word))
+        if word.isdigit() or word[0].isupper() or lower in NUMBER_WORDS or lower in MONTHS:
+            found.add(normalize_token(word))
     return found
 
 
 _LONG_LINE = 400
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # A chat line's header: "[8 May 2023] Caroline: ", "[10:02] ", "Caroline: " (a capitalised name of
 # at most three words directly followed by a colon).
 _HEADER = re.compile(r"\s*(?:\[[^\]\n]{1,60}\]\s*(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+)?"
@@ -172,7 +102,7 @@ def split_lines(text: str | None) -> list[str]:
     for line in text.splitlines():
         if len(line) > _LONG_LINE:
             header, body = split_header(line)
-            lines.extend(header + p for p in _SENTENCE_END.split(body) if p.strip())
+            lines.extend(header + p for p in sentences(body, strip=False))
         elif line.strip():
             lines.append(line)
     return lines
@@ -192,8 +122,10 @@ def split_header(line: str) -> tuple[str, str]:
 
 
 def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
-    total = sum(weights.values())
-    return sum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
+    # fsum: exact, so a share that sits on a threshold does not depend on the (hash-seeded) order
+    # in which a set's weights are added.
+    total = math.fsum(weights.values())
+    return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -321,20 +253,20 @@ def _critical_sentence(
     A message's header (timestamp, speaker) belongs to all its sentences, so
     sentences are scored without it and returned with it.
     """
-    sentences = []
+    pieces = []
     for line in evidence.splitlines():
         header, body = split_header(line)
-        sentences.extend((header, s) for s in _SENTENCE_END.split(body) if s.strip())
-    if len(sentences) <= 1:
+        pieces.extend((header, s) for s in sentences(body, strip=False))
+    if len(pieces) <= 1:
         return evidence
-    holding = [item for item in sentences if tokenize("".join(item)) & gold.keys()]
+    holding = [item for item in pieces if tokenize("".join(item)) & gold.keys()]
 
     def score(item: tuple[str, str]) -> float:
         tokens = tokenize(item[1])
         return sum(weigh(t) * (1.0 if t in asked else _GOLD_WORD_SHARE) for t in tokens
                    if t in asked or t in gold)
 
-    header, sentence = max(holding or sentences, key=score)
+    header, sentence = max(holding or pieces, key=score)
     return header + sentence
 
 

@@ -22,6 +22,7 @@ from memtrace_otel.graph.query import (
     memory_life,
     producer_of,
 )
+from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = [
     "OperationIndex",
@@ -43,7 +44,7 @@ _STOP = frozenset({
     "does", "what", "when", "who", "where", "how", "which", "and", "or", "for", "with", "by",
     "from", "that", "this", "it", "as", "has", "have", "had", "i", "you", "he", "she", "they"
 })
-_WRITE_PATH = frozenset({"ingest", "extraction", "update", "deletion"})
+_WRITE_PATH = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION})
 
 
 def truncate(text: str | None, limit: int = _DEFAULT_CHARS) -> str:
@@ -103,9 +104,10 @@ def render_variable(G: nx.DiGraph, variable: str, *, max_chars: int = _DEFAULT_C
     'm@1 [memory_unit]: "Alice moved to Paris"'
     """
     data = G.nodes[variable]
+    kind = data.get("kind", VariableKind.OTHER)
     if data.get("deleted"):
-        return f"{variable} [{data.get('kind', 'other')}]: (deleted)"
-    return f"{variable} [{data.get('kind', 'other')}]: \"{truncate(data.get('content'), max_chars)}\""
+        return f"{variable} [{kind}]: (deleted)"
+    return f"{variable} [{kind}]: \"{truncate(data.get('content'), max_chars)}\""
 
 
 def _side(
@@ -133,7 +135,7 @@ def _header(G: nx.DiGraph, op: str, index: OperationIndex) -> str:
     if data.get("status") not in (None, "UNSET", "OK", "", 0, 1):
         extra.append(f"status={data['status']}")
     tail = f" ({', '.join(extra)})" if extra else ""
-    return f"{index.alias(op)} {data.get('category', 'other')} \"{data.get('name', '')}\"{tail}"
+    return f"{index.alias(op)} {data.get('category', Category.OTHER)} \"{data.get('name', '')}\"{tail}"
 
 
 def render_operation(
@@ -193,7 +195,7 @@ def render_case(G: nx.DiGraph, case: FailureCase, index: OperationIndex) -> str:
 def candidate_operations(G: nx.DiGraph, op: str) -> bool:
     """Whether ``op`` can be a root cause (evaluations judge; they do not cause)."""
     data = G.nodes[op]
-    return data.get("type") == "operation" and data.get("category") != "evaluation"
+    return data.get("type") == "operation" and data.get("category") != Category.EVALUATION
 
 
 def _terms(text: str | None) -> set[str]:

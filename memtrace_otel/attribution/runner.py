@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "NO_CONTENT_WARNING",
     "attribute_failures",
     "content_available",
+    "missing_traces",
     "summarize",
 ]
 
@@ -49,17 +50,21 @@ def content_available(G: nx.DiGraph) -> bool:
     return any(d.get("type") == "variable" and d.get("content") for _, d in G.nodes(data=True))
 
 
+def missing_traces(attributions: Iterable[Attribution]) -> set[str]:
+    """Trace ids that some verdict's lineage links to but the analysed input did not hold.
+
+    One line for a report (``N traces missing; --jaeger/--tempo fetch them``),
+    where each :class:`~memtrace_otel.attribution.base.Attribution` names its own.
+
+    >>> missing_traces([])
+    set()
+    """
+    return {trace for a in attributions for trace in a.missing_traces}
+
+
 def _attribute_one(engine: Engine, G: nx.DiGraph, evaluation: str) -> Attribution:
-    case = FailureCase.from_graph(G, evaluation)
-    try:
-        return engine.attribute(G, case)
-    except Exception as error:  # engines should not raise; a bad one must not stop the batch
-        _logger.debug("engine %s raised on %s", engine.name, evaluation, exc_info=True)
-        return Attribution(
-            engine=engine.name,
-            case=case,
-            failure_reason=f"engine raised {type(error).__name__}: {error}",
-        )
+    # Engine.attribute never raises: the base class turns a bad case into failure_reason.
+    return engine.attribute(G, FailureCase.from_graph(G, evaluation))
 
 
 def _init_worker(G: nx.DiGraph, engine: str, options: dict[str, Any]) -> None:
@@ -81,6 +86,10 @@ def attribute_failures(
     warn: Callable[[str], None] | None = None,
 ) -> list[Attribution]:
     """One attribution per failed evaluation of ``G``, in execution order.
+
+    Each verdict names the traces its lineage links to but ``G`` lacks
+    (``Attribution.missing_traces``); :func:`missing_traces` gathers them for one
+    report line.
 
     Parameters
     ----------

@@ -28,13 +28,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memtrace_otel.attribution.base import ErrorType
 from memtrace_otel.bench.faults import QUERY_SIDE, inject
+from memtrace_otel.bench.locomo import (
+    QA,
+    Conversation,
+    check_conversation_id,
+    conversation_ids,
+    load_conversation,
+)
 from memtrace_otel.bench.spanfiles import write_span_file
+from memtrace_otel.bench.systems import SYSTEMS, offline_components
+from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
+from memtrace_otel.semconv import ErrorType
 from memtrace_otel.spans.model import SpanRecord
-from memtrace_otel.systems import SYSTEMS, offline_components
-from memtrace_otel.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
-from memtrace_otel.systems.locomo import QA, Conversation, conversation_ids, load_conversation
 
 __all__ = ["BuildConfig", "JobResult", "build", "derive_seed", "quick_config", "run_job"]
 
@@ -207,7 +213,9 @@ def _jobs(config: BuildConfig) -> list[tuple[BuildConfig, str, str]]:
     unknown = [s for s in config.systems if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
-    conversations = config.conversations or conversation_ids(config.locomo)
+    # Ids become directory names under ``out``: a path must not pass (checked before any work).
+    conversations = [check_conversation_id(c)
+                     for c in config.conversations or conversation_ids(config.locomo)]
     # Heaviest systems first so the pool's last jobs are short ones.
     weight = {"long-context": 0, "mem0-style": 1, "rag": 2, "episodic": 3}
     ordered = sorted(config.systems, key=lambda s: weight.get(s, 9))

@@ -15,11 +15,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from memtrace_otel.attribution.base import ErrorType
+from memtrace_otel.bench.locomo import QA, Conversation
+from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
+from memtrace_otel.bench.systems.interfaces import Components
+from memtrace_otel.semconv import ErrorType
 from memtrace_otel.spans.model import SpanRecord
-from memtrace_otel.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
-from memtrace_otel.systems.interfaces import Components
-from memtrace_otel.systems.locomo import QA, Conversation
 
 __all__ = ["INGESTION_SIDE", "QUERY_SIDE", "Injection", "inject", "session_position"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
@@ -18,7 +17,7 @@ from typing import Any
 
 import networkx as nx
 
-from memtrace_otel.attribution.base import Attribution, Engine, ErrorType, FailureCase, create_engine
+from memtrace_otel.attribution.base import Engine, ErrorType, FailureCase, create_engine
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.semconv import EvaluationSignal
@@ -154,22 +153,19 @@ def degrade_case(case: FailureCase, signal: str) -> FailureCase:
 
 def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any], *,
                signal: str = EvaluationSignal.GOLD) -> CaseResult:
-    """Run ``engine`` on one labelled case of ``G`` (seen through ``signal``) and compare with the label."""
+    """Run ``engine`` on one labelled case of ``G`` (seen through ``signal``) and compare with the label.
+
+    A case the engine cannot attribute, or fails on, comes back with ``problem`` set:
+    :meth:`Engine.attribute` never raises, so one broken case does not stop a run.
+    """
     result = CaseResult(label["case_id"], label.get("system", "?"), label["error_type"],
                         str(label["operation"].get("span_id", "")))
     evaluation = find_case_evaluation(G, label["case_id"])
     if evaluation is None:
         result.problem = "no failed evaluation with this case id in its span files"
         return result
-    started = time.perf_counter()
-    try:
-        case = degrade_case(FailureCase.from_graph(G, evaluation), signal)
-        attribution: Attribution = engine.attribute(G, case)
-    except Exception as error:  # one broken case must not stop a benchmark run
-        result.problem = f"engine raised {type(error).__name__}: {error}"
-        result.seconds = time.perf_counter() - started
-        return result
-    result.seconds = attribution.seconds or (time.perf_counter() - started)
+    attribution = engine.attribute(G, degrade_case(FailureCase.from_graph(G, evaluation), signal))
+    result.seconds = attribution.seconds
     result.predicted_type = attribution.error_type.value if attribution.error_type else None
     result.predicted_span = attribution.span_id
     result.input_tokens, result.output_tokens = attribution.input_tokens, attribution.output_tokens
@@ -182,6 +178,7 @@ def score_cases(directory: str, engine_name: str, *, limit: int | None = None,
                 engine_options: dict[str, Any] | None = None, signal: str = EvaluationSignal.GOLD,
                 progress: Callable[[int, int], None] | None = None) -> tuple[list[CaseResult], list[str]]:
     """Score engine ``engine_name`` on the benchmark in ``directory``; results and problem lines."""
+    EvaluationSignal(signal)  # a bad signal is a bad argument (ValueError), not a problem of every case
     labels, problems = load_labels(directory, limit=limit)
     engine = create_engine(engine_name, **(engine_options or {}))
     cache = GraphCache(directory)
@@ -216,7 +213,8 @@ def _rates(results: list[CaseResult]) -> dict[str, Any]:
 
 
 def summarize(results: list[CaseResult], engine: str) -> dict[str, Any]:
-    """Accuracies per system, per error type and overall, and the type confusion matrix.
+    """Accuracies per system, per error type, per (system, error type) cell and overall, and the
+    type confusion matrix.
 
     >>> r = [CaseResult("a", "rag", "RetrievalError", "1", "RetrievalError", "1"),
     ...      CaseResult("b", "rag", "ResponseError", "2", "RetrievalError", "3")]
@@ -225,19 +223,25 @@ def summarize(results: list[CaseResult], engine: str) -> dict[str, Any]:
     (0.5, 0.5)
     >>> s["confusion"]["ResponseError"]["RetrievalError"]
     1
+    >>> s["cells"]["rag"]["ResponseError"]["type_accuracy"]
+    0.0
     """
     by_system: dict[str, list[CaseResult]] = defaultdict(list)
     by_type: dict[str, list[CaseResult]] = defaultdict(list)
+    cells: dict[str, dict[str, list[CaseResult]]] = defaultdict(lambda: defaultdict(list))
     confusion: dict[str, Counter[str]] = {t: Counter() for t in ERROR_TYPES}
     for r in results:
         by_system[r.system].append(r)
         by_type[r.gold_type].append(r)
+        cells[r.system][r.gold_type].append(r)
         confusion.setdefault(r.gold_type, Counter())[r.predicted_type or NONE_LABEL] += 1
     return {
         "engine": engine,
         "overall": _rates(results),
         "by_system": {s: _rates(rs) for s, rs in sorted(by_system.items())},
         "by_error_type": {t: _rates(by_type[t]) for t in ERROR_TYPES if by_type.get(t)},
+        "cells": {s: {t: _rates(types[t]) for t in ERROR_TYPES if types.get(t)}
+                  for s, types in sorted(cells.items())},
         "confusion": {g: dict(c) for g, c in confusion.items()},
         "cases": [dict(asdict(r), type_correct=r.type_correct, operation_correct=r.operation_correct)
                   for r in results],

@@ -14,36 +14,46 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from memtrace_otel.attribution.base import Attribution, available_engines
 from memtrace_otel.attribution.runner import attribute_failures, summarize
 from memtrace_otel.cli.common import (
+    EXIT_PARTIAL,
     files_argument,
     jaeger_option,
     load_graph,
     print_json,
     report_problems,
+    say,
     stderr,
     stdout,
     strict_option,
+    tempo_option,
 )
+from memtrace_otel.cli.terminal import cell, safe_markup, safe_text
 from memtrace_otel.graph.query import failed_evaluations
 
 __all__ = ["analyze_command"]
 
-_CELL = 60
 _PROGRESS_FROM = 20  # cases; shorter runs finish before a bar would help
 
 
-def _cell(text: str | None, limit: int = _CELL) -> str:
-    """User content for a table cell: one line, cut, and escaped so it cannot inject markup."""
-    if text is None:
-        return "[dim]-[/dim]"
-    flat = " ".join(str(text).split())
-    return escape(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+class _EngineChoice(click.Choice):
+    """The registered engines, looked up only when needed: importing them all is not free,
+    and ``memtrace --help`` should not pay for it."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return tuple(available_engines())
+
+    @choices.setter
+    def choices(self, _value: object) -> None:
+        pass  # click.Choice.__init__ assigns it; the registry is the truth
 
 
 def _row(a: Attribution) -> dict[str, Any]:
@@ -86,17 +96,17 @@ def _table(attributions: Sequence[Attribution]) -> Table:
     for number, a in enumerate(attributions, 1):
         case = a.case
         if a.operation is None:
-            cause = f"[red]not attributed[/red]: {_cell(a.failure_reason)}"
+            cause = f"[red]not attributed[/red]: {cell(a.failure_reason)}"
         else:
-            cause = f"{_cell(a.operation_name)} [dim]({_cell(a.category)})[/dim]"
+            cause = f"{cell(a.operation_name)} [dim]({cell(a.category)})[/dim]"
         table.add_row(
             str(number),
-            _cell(case.question),
-            _cell(case.prediction),
-            _cell(case.gold),
-            _cell(a.error_type.value if a.error_type else None),
+            cell(case.question),
+            cell(case.prediction),
+            cell(case.gold),
+            cell(a.error_type.value if a.error_type else None),
             cause,
-            _cell(a.trace_id, 32),
+            cell(a.trace_id, 32),
         )
     return table
 
@@ -106,18 +116,18 @@ def _summary_tables(summary: dict[str, Any]) -> list[Table]:
     types.add_column("error type")
     types.add_column("failures", justify="right")
     for name, count in summary["error_types"].items():
-        types.add_row(escape(name), str(count))
+        types.add_row(cell(name), str(count))
     where = Table(title="Where failures concentrate (root-cause operations by name)")
     for column in ("operation", "category", "failures", "share", "error types"):
         where.add_column(column, justify="right" if column in ("failures", "share") else "left")
     for row in summary["operations"]:
         kinds = ", ".join(f"{k} {v}" for k, v in row["error_types"].items())
         where.add_row(
-            _cell(row["name"]),
-            _cell(row["category"]),
+            cell(row["name"]),
+            cell(row["category"]),
             str(row["failures"]),
             f"{row['share']:.0%}",
-            escape(kinds),
+            safe_markup(kinds),
         )
     tables = [types, where]
     if summary["hotspots"]:
@@ -126,9 +136,9 @@ def _summary_tables(summary: dict[str, Any]) -> list[Table]:
             spots.add_column(column)
         for row in summary["hotspots"]:
             spots.add_row(
-                _cell(row["name"]),
-                _cell(row["trace_id"], 32),
-                _cell(row["span_id"], 16),
+                cell(row["name"]),
+                cell(row["trace_id"], 32),
+                cell(row["span_id"], 16),
                 str(row["failures"]),
             )
         tables.append(spots)
@@ -137,7 +147,7 @@ def _summary_tables(summary: dict[str, Any]) -> list[Table]:
 
 def _run(graph: Any, engine: str, jobs: int, cases: int) -> list[Attribution]:
     def warned(message: str) -> None:
-        stderr.print(f"memtrace: warning: {escape(message)}", soft_wrap=True)
+        say(f"warning: {safe_markup(message)}")
 
     if cases < _PROGRESS_FROM:
         return attribute_failures(graph, engine, jobs=jobs, warn=warned)
@@ -153,41 +163,64 @@ def _run(graph: Any, engine: str, jobs: int, cases: int) -> list[Attribution]:
         )
 
 
+def _missing_traces(attributions: Sequence[Attribution]) -> tuple[set[str], int]:
+    """Traces absent from the input that wrote memory the failures' answers came from
+    (the engines name them per case), and how many failures are affected."""
+    missing: set[str] = set()
+    affected = 0
+    for a in attributions:
+        if a.missing_traces:
+            affected += 1
+            missing.update(a.missing_traces)
+    return missing, affected
+
+
+def _report_missing(missing: set[str], failures: int, backend_url: str | None, *, strict: bool) -> int:
+    if not missing:
+        return 0
+    where = (f"neither in the input nor at {safe_markup(backend_url)}" if backend_url
+             else "not in the input; --jaeger URL or --tempo URL fetches them")
+    say(f"{failures} failure(s) read memory written by {len(missing)} trace(s) {where} "
+        "(their verdicts are less certain)")
+    if strict:
+        raise click.ClickException(f"{len(missing)} linked trace(s) missing and --strict was given")
+    return EXIT_PARTIAL
+
+
 @click.command("analyze")
 @files_argument
-@click.option(
-    "--engine",
-    default="lineage",
-    show_default=True,
-    help="Attribution engine (see `memtrace analyze --help` for the list).",
-)
+@click.option("--engine", type=_EngineChoice(), default="lineage", show_default=True,
+              help="Attribution engine.")
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."
 )
 @click.option("--json", "as_json", is_flag=True, help="Write the results as JSON on stdout.")
 @strict_option
 @jaeger_option
+@tempo_option
 @click.pass_context
 def analyze_command(
     ctx: click.Context, files: tuple[str, ...], engine: str, jobs: int, as_json: bool, strict: bool,
-    jaeger_url: str | None,
+    jaeger_url: str | None, tempo_url: str | None,
 ) -> None:
-    """Find the root-cause operation of every failed answer in the span FILES."""
-    if engine not in available_engines():
-        choices = ", ".join(available_engines())
-        raise click.UsageError(f"unknown engine {engine!r}; choose one of {choices}")
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url)
+    """Find the root-cause operation of every failed answer in span FILEs.
+
+    A FILE may be a directory of span files, or - for standard input.
+    Exit 3 when some input was skipped or repaired, or when failures read memory
+    written in traces the input lacks (fetch them with --jaeger URL or --tempo URL).
+    """
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url)
     code = report_problems(problems, strict=strict)
-    cases = len(failed_evaluations(graph))
     try:
-        attributions = _run(graph, engine, jobs, cases)
+        attributions = _run(graph, engine, jobs, len(failed_evaluations(graph)))
     except ValueError as error:  # e.g. an engine's options are wrong for this environment
-        raise click.ClickException(str(error)) from error
+        raise click.ClickException(safe_text(error)) from error
+    missing, affected = _missing_traces(attributions)
+    code = max(code, _report_missing(missing, affected, jaeger_url or tempo_url, strict=strict))
     summary = summarize(attributions)
     if as_json:
-        print_json(
-            {"engine": engine, "failures": [_row(a) for a in attributions], "summary": summary}
-        )
+        print_json({"engine": engine, "failures": [_row(a) for a in attributions], "summary": summary,
+                    "missing_traces": sorted(missing)})
     elif not attributions:
         stdout.print("No failed evaluations in the input.")
     else:

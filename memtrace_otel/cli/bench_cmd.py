@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from typing import Any
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -13,6 +16,29 @@ from rich.table import Table
 from memtrace_otel.cli.common import EXIT_PARTIAL, print_json, stderr, stdout
 
 __all__ = ["bench_group"]
+
+# What `bench build` needs beyond a plain install: the reference systems' vector math and their
+# offline embedding model (a build without it would silently use other embeddings, other labels).
+_BENCH_EXTRA = ("numpy", "wordllama")
+_ERROR_TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
+# Mirrors memtrace_otel.bench.locomo.check_conversation_id, which this module must not import:
+# it needs the [bench] extra, and a bad argument should be reported without it.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _require_bench_extra() -> None:
+    missing = [name for name in _BENCH_EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(f"`memtrace bench build` needs {' and '.join(missing)}: "
+                                   "pip install 'memtrace-otel[bench]'")
+
+
+def _plain_ids(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        if _PLAIN_ID.fullmatch(value) is None:
+            raise click.BadParameter(f"{value!r} is not a plain conversation id "
+                                     "(letters, digits, '-', '_', '.'; no path)")
+    return values
 
 
 def _progress() -> Progress:
@@ -30,7 +56,8 @@ def bench_group() -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of every choice and span id.")
 @click.option("--quick", is_flag=True, help="A tiny build (one conversation, 8 sessions) for tests.")
 @click.option("--system", "systems", multiple=True, help="Only these systems (repeatable).")
-@click.option("--conversation", "conversations", multiple=True, help="Only these LoCoMo ids (repeatable).")
+@click.option("--conversation", "conversations", multiple=True, callback=_plain_ids,
+              help="Only these LoCoMo ids, e.g. 26 (repeatable).")
 @click.option("--per-conversation", type=click.IntRange(1), default=None,
               help="Cases kept per (system, conversation, error type) [default 5; quick 2].")
 @click.option("--jobs", type=click.IntRange(1), default=None, help="Worker processes [default: cores].")
@@ -40,6 +67,7 @@ def bench_group() -> None:
 def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], conversations: tuple[str, ...],
                   per_conversation: int | None, jobs: int | None, locomo: str | None, as_json: bool) -> None:
     """Run the reference systems cleanly, inject one fault per case, write labels and spans."""
+    _require_bench_extra()
     from memtrace_otel.bench.build import BuildConfig, build, quick_config
 
     config = quick_config(out, seed) if quick else BuildConfig(out=out, seed=seed, jobs=os.cpu_count() or 1)
@@ -72,7 +100,7 @@ def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], co
 def _print_manifest(manifest: dict[str, Any], out: str) -> None:
     table = Table(title=f"{manifest['labelled_cases']} labelled cases in {escape(out)} "
                         f"({manifest['seconds']} s)")
-    types = ["ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError"]
+    types = _ERROR_TYPES
     table.add_column("system")
     for name in types:
         table.add_column(name.removesuffix("Error"), justify="right")
@@ -138,6 +166,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         table.add_row(escape(name), str(r["cases"]), _pct(r["type_accuracy"]), _pct(r["operation_accuracy"]),
                       f"{r['seconds_per_case']:.4f}", f"{r['tokens_per_case']:.0f}")
     stdout.print(table)
+    _print_cells(summary)
     confusion = Table(title="error-type confusion (rows gold, columns predicted)")
     predicted = sorted({p for row in summary["confusion"].values() for p in row})
     confusion.add_column("gold")
@@ -147,3 +176,28 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if row:
             confusion.add_row(escape(gold), *[str(row.get(p, 0)) for p in predicted])
     stdout.print(confusion)
+
+
+def _cell(rates: dict[str, Any] | None) -> str:
+    if not rates or not rates["cases"]:
+        return "-"
+    return f"{100 * rates['operation_accuracy']:.1f}/{100 * rates['type_accuracy']:.1f}"
+
+
+def _print_cells(summary: dict[str, Any]) -> None:
+    """Operation / error-type accuracy (%) per (gold error type, system); ``-``: no such case.
+
+    Error types are rows so that the table stays within 80 columns for the four systems.
+    """
+    table = Table(title="op/type accuracy % per gold error type and system", box=box.SIMPLE_HEAD,
+                  padding=(0, 0, 0, 1))
+    systems = list(summary["cells"])
+    table.add_column("gold type", no_wrap=True)
+    for name in (*systems, "all"):
+        table.add_column(escape(name), justify="right", no_wrap=True)
+    for error_type in _ERROR_TYPES:
+        table.add_row(error_type.removesuffix("Error"),
+                      *[_cell(summary["cells"][s].get(error_type)) for s in systems],
+                      _cell(summary["by_error_type"].get(error_type)))
+    table.add_row("all", *[_cell(summary["by_system"].get(s)) for s in systems], _cell(summary["overall"]))
+    stdout.print(table)

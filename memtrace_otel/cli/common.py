@@ -2,57 +2,85 @@
 
 Exit codes: 0 all read; 1 a domain error (or a problem under ``--strict``);
 2 a usage error (click); 3 the command ran but some input was skipped or
-repaired (each problem was printed on stderr as one line).
+repaired, or is incomplete (each problem was printed on stderr as one line).
+Every human-readable line goes through :mod:`memtrace_otel.cli.terminal`.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import click
 import networkx as nx
+from click.core import ParameterSource
 from rich.console import Console
-from rich.markup import escape
 
-from memtrace_otel.config import ENV_JAEGER_URL
+from memtrace_otel.cli.terminal import safe_markup, safe_text
+from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
 from memtrace_otel.graph.build import build_graph
+from memtrace_otel.spans.backend import TraceBackend
+from memtrace_otel.spans.jaeger_query import JaegerQueryClient
+from memtrace_otel.spans.linked import fetch_linked_traces
 from memtrace_otel.spans.model import Problem
-from memtrace_otel.spans.readers import SpanReadResult, read_span_files
+from memtrace_otel.spans.readers import STDIN, SpanReadResult, read_span_files
+from memtrace_otel.spans.tempo_query import TempoQueryClient
 
 __all__ = [
     "EXIT_PARTIAL",
+    "check_one_backend",
     "files_argument",
     "jaeger_option",
     "load_graph",
     "print_json",
     "report_problems",
+    "say",
     "stderr",
     "stdout",
     "strict_option",
+    "tempo_option",
 ]
 
 EXIT_PARTIAL = 3
-_MAX_FETCH_ROUNDS = 5
+_FETCH_ROUNDS = 5
 MAX_PROBLEM_LINES = 50
 
-stdout = Console(highlight=False)
-stderr = Console(stderr=True, highlight=False)
+# emoji=False: rich would otherwise turn ":smile:" in user content into an emoji.
+stdout = Console(highlight=False, emoji=False)
+stderr = Console(stderr=True, highlight=False, emoji=False)
 
-files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True))
+files_argument = click.argument(
+    "files", nargs=-1, required=True, metavar="FILE...",
+    type=click.Path(dir_okay=True, allow_dash=True),
+)
 strict_option = click.option(
     "--strict", is_flag=True, help="Treat any skipped or repaired input as fatal (exit 1)."
 )
+jaeger_option = click.option(
+    "--jaeger", "jaeger_url", envvar=ENV_JAEGER_URL, metavar="URL",
+    help="Jaeger query URL (e.g. http://127.0.0.1:16686): fetch the linked traces the files "
+         f"point at but do not hold, such as the ingestion that wrote a memory [env {ENV_JAEGER_URL}].")
+tempo_option = click.option(
+    "--tempo", "tempo_url", envvar=ENV_TEMPO_URL, metavar="URL",
+    help="Grafana Tempo HTTP API URL (e.g. http://127.0.0.1:3200): like --jaeger, from Tempo; "
+         f"give one of the two [env {ENV_TEMPO_URL}].")
+
+
+def say(message: str) -> None:
+    """One line on stderr; ``message`` is rich markup whose user content went through ``safe_markup``."""
+    stderr.print(f"memtrace: {message}", soft_wrap=True)
 
 
 def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:
     """Print each problem as one line on stderr; the exit code they call for."""
     for problem in problems[:MAX_PROBLEM_LINES]:
-        stderr.print(f"memtrace: {escape(str(problem))}", soft_wrap=True)
+        say(safe_markup(problem))
     if len(problems) > MAX_PROBLEM_LINES:
-        stderr.print(f"memtrace: ... and {len(problems) - MAX_PROBLEM_LINES} more problems")
+        say(f"... and {len(problems) - MAX_PROBLEM_LINES} more problems")
     if not problems:
         return 0
     if strict:
@@ -60,51 +88,106 @@ def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:
     return EXIT_PARTIAL
 
 
-jaeger_option = click.option(
-    "--jaeger", "jaeger_url", envvar=ENV_JAEGER_URL, metavar="URL",
-    help="Jaeger query URL (e.g. http://127.0.0.1:16686): fetch the linked traces the files "
-         f"point at but do not hold, such as the ingestion that wrote a memory [env {ENV_JAEGER_URL}].")
-
-
 def load_graph(
-    files: Sequence[str], *, jaeger_url: str | None = None
+    files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None
 ) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
-    """Read ``files`` and build one graph; all problems, reading and building, together.
+    """Read ``files`` (``-`` is standard input) and build one graph; all problems together.
 
-    With ``jaeger_url``, traces the graph links to but the files lack are fetched
-    from Jaeger (and the traces those link to, a few rounds deep): the trace
-    backend, not memtrace, is where writes and later reads meet again.
+    With ``jaeger_url`` (or ``tempo_url``), traces the graph links to but the files
+    lack are fetched from Jaeger (or Tempo), and the traces those link to, a few
+    rounds deep: the trace backend, not memtrace, is where writes and later reads
+    meet again.
+
+    Raises
+    ------
+    click.ClickException
+        When not one of ``files`` exists (a typo, not partial input).
+    click.UsageError
+        Both ``jaeger_url`` and ``tempo_url``.
+    click.BadParameter
+        A malformed ``jaeger_url`` or ``tempo_url``.
     """
-    result = read_span_files(files)
-    if not result.spans and result.problems and all("no such file" in p.message for p in result.problems):
-        raise click.ClickException("; ".join(str(p) for p in result.problems))
+    check_one_backend(jaeger_url, tempo_url)
+    url = jaeger_url or tempo_url
+    backend = _backend(jaeger_url, tempo_url)
+    result = _read(files)
     graph = build_graph(result.spans)
-    if jaeger_url:
-        graph = _complete_from_jaeger(result, graph, jaeger_url)
-    return result, graph, [*result.problems, *graph.graph["problems"]]
-
-
-def _complete_from_jaeger(result: SpanReadResult, graph: nx.DiGraph, url: str) -> nx.DiGraph:
-    from memtrace_otel.exporters.jaeger_query import fetch_traces_as_records
-
-    asked: set[str] = set()
-    for _ in range(_MAX_FETCH_ROUNDS):
-        missing = graph.graph["missing_traces"] - asked
-        if not missing:
-            break
-        asked |= missing
-        try:
-            fetched = fetch_traces_as_records(url, sorted(missing))
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--jaeger") from None
-        result.add(fetched.spans)
-        result.problems.extend(fetched.problems)
-        stderr.print(f"memtrace: fetched {len(missing) - len(fetched.problems)} of {len(missing)} "
-                     f"linked trace(s) from {escape(url)}")
+    fetch_problems: list[Problem] = []
+    if backend is not None and url and graph.graph["missing_traces"]:
+        fetch_problems = _fetch_linked(result, backend, url)
         graph = build_graph(result.spans)
-    return graph
+    return result, graph, [*result.problems, *fetch_problems, *graph.graph["problems"]]
+
+
+def _read(files: Sequence[str]) -> SpanReadResult:
+    missing = [f for f in files if f != STDIN and not os.path.lexists(f)]
+    if missing and len(missing) == len(files):
+        raise click.ClickException("; ".join(f"{safe_text(f)}: no such file" for f in missing))
+    result = read_span_files(files)
+    if not result.spans and not result.problems:  # the readers say which file; this is the backstop
+        result.problems.append(Problem(", ".join(files), "no spans in the input"))
+    return result
+
+
+def check_one_backend(jaeger_url: str | None, tempo_url: str | None) -> None:
+    """Refuse ``--jaeger`` with ``--tempo``: linked traces come from one backend.
+
+    Raises
+    ------
+    click.UsageError
+        Both are given (the message names the environment variable either came from).
+    """
+    if not (jaeger_url and tempo_url):
+        return
+    ctx = click.get_current_context(silent=True)
+
+    def named(option: str, param: str, variable: str) -> str:
+        source = ctx.get_parameter_source(param) if ctx is not None else None
+        return f"{option} (from {variable})" if source is ParameterSource.ENVIRONMENT else option
+
+    raise click.UsageError(f"{named('--jaeger', 'jaeger_url', ENV_JAEGER_URL)} and "
+                           f"{named('--tempo', 'tempo_url', ENV_TEMPO_URL)} are mutually exclusive: "
+                           "give the one trace backend to fetch linked traces from")
+
+
+def _backend(jaeger_url: str | None, tempo_url: str | None) -> TraceBackend | None:
+    try:
+        if jaeger_url:
+            return JaegerQueryClient(jaeger_url)
+        return TempoQueryClient(tempo_url) if tempo_url else None
+    except ValueError as error:
+        option = "--jaeger" if jaeger_url else "--tempo"
+        raise click.BadParameter(safe_text(error), param_hint=option) from None
+
+
+def _fetch_linked(result: SpanReadResult, backend: TraceBackend, url: str) -> list[Problem]:
+    """Complete ``result`` from ``backend``; one line says how many traces really came back."""
+    fetched = fetch_linked_traces(result, backend, rounds=_FETCH_ROUNDS)
+    if fetched.requested:
+        say(f"fetched {len(fetched.received)} of {len(fetched.requested)} linked trace(s) "
+            f"from {safe_markup(url)}")
+    return list(fetched.problems)
+
+
+def _json_safe(value: Any) -> Any:
+    # json.dumps writes NaN/Infinity (not JSON) and refuses ints past the digit limit.
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4096:
+        return f"<{value.bit_length()}-bit integer>"
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [_json_safe(v) for v in sorted(value, key=str)]
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def print_json(data: Any) -> None:
-    """Data only, on stdout (logs and problems go to stderr)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    """Data only, on stdout (logs and problems go to stderr); always valid JSON."""
+    try:
+        text = json.dumps(data, indent=2, sort_keys=True, default=str, allow_nan=False)
+    except (TypeError, ValueError):
+        text = json.dumps(_json_safe(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-import networkx as nx
 
 from memtrace_otel.cli.common import (
     files_argument,
@@ -11,22 +10,14 @@ from memtrace_otel.cli.common import (
     load_graph,
     report_problems,
     strict_option,
+    tempo_option,
 )
+from memtrace_otel.cli.terminal import safe_text
 from memtrace_otel.graph.errors import MemTraceGraphError
 from memtrace_otel.graph.export import FORMATS, write_graph
-from memtrace_otel.graph.query import backward_slice
+from memtrace_otel.graph.query import backward_slice, trace_subgraph
 
-__all__ = ["graph_command", "trace_subgraph"]
-
-
-def trace_subgraph(G: nx.DiGraph, trace_id: str) -> nx.DiGraph:
-    """The operations of one trace and the variables they read or wrote."""
-    ops = [n for n, d in G.nodes(data=True) if d["type"] == "operation" and d["trace_id"] == trace_id]
-    keep = set(ops)
-    for op in ops:
-        keep.update(G.predecessors(op))
-        keep.update(G.successors(op))
-    return G.subgraph(keep).copy()
+__all__ = ["graph_command"]
 
 
 @click.command("graph")
@@ -39,25 +30,33 @@ def trace_subgraph(G: nx.DiGraph, trace_id: str) -> nx.DiGraph:
               help="Write here, not stdout.")
 @strict_option
 @jaeger_option
+@tempo_option
 def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | None, fmt: str,
-                  output: str | None, strict: bool, jaeger_url: str | None) -> None:
-    """Rebuild the memory evolution graph from span FILES and write it out."""
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url)
+                  output: str | None, strict: bool, jaeger_url: str | None, tempo_url: str | None) -> None:
+    """Rebuild the memory evolution graph from span FILEs and write it out.
+
+    A FILE may be a directory of span files, or - for standard input.
+    """
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url)
     code = report_problems(problems, strict=strict)
     try:
         if answer:
             graph = backward_slice(graph, answer)
     except MemTraceGraphError as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(safe_text(error)) from None
     if trace_id:
         trace_id = trace_id.lower()
         graph = trace_subgraph(graph, trace_id)
         if graph.number_of_nodes() == 0:
-            raise click.ClickException(f"no memory operation of trace {trace_id} in the input")
+            raise click.ClickException(f"no memory operation of trace {safe_text(trace_id)} in the input")
     text = write_graph(graph, fmt)
     if output:
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as error:
+            reason = safe_text(error.strerror or error)
+            raise click.ClickException(f"cannot write {safe_text(output)}: {reason}") from None
     else:
         click.echo(text, nl=False)
     raise SystemExit(code)

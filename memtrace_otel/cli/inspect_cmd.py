@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 import networkx as nx
-from rich.markup import escape
 from rich.table import Table
 
 from memtrace_otel.cli.common import (
@@ -18,28 +17,23 @@ from memtrace_otel.cli.common import (
     report_problems,
     stdout,
     strict_option,
+    tempo_option,
 )
+from memtrace_otel.cli.terminal import cell, number, safe_markup
 from memtrace_otel.graph.query import evaluations, failed_evaluations, operations
 from memtrace_otel.semconv import Category
 from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["inspect_command", "summarize"]
 
-_PREVIEW = 60
-
-
-def _preview(text: Any) -> str:
-    if not isinstance(text, str):
-        return "" if text is None else str(text)
-    text = " ".join(text.split())
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+_SHOWN_MISSING = 5
 
 
 def summarize(spans: list[SpanRecord], G: nx.DiGraph) -> dict[str, Any]:
     """The data ``memtrace inspect`` shows, as plain JSON-able values."""
     ops = operations(G)
-    by_category = Counter(G.nodes[n]["category"] for n in ops)
-    traces = Counter(s.trace_id for s in spans)
+    by_category = Counter(G.nodes[n].get("category") for n in ops)
+    traces = {s.trace_id for s in spans}
     failed = []
     for node in failed_evaluations(G):
         data = G.nodes[node]
@@ -48,7 +42,7 @@ def summarize(spans: list[SpanRecord], G: nx.DiGraph) -> dict[str, Any]:
     return {
         "spans": len(spans),
         "traces": len(traces),
-        "services": sorted({s.service_name for s in spans if s.service_name}),
+        "services": sorted({str(s.service_name) for s in spans if s.service_name}),
         "operations": len(ops),
         "operations_by_category": {c.value: by_category.get(c.value, 0) for c in Category},
         "variables": sum(1 for _, d in G.nodes(data=True) if d["type"] == "variable"),
@@ -78,14 +72,14 @@ def _print_tables(summary: dict[str, Any]) -> None:
         for column in ("question", "prediction", "gold", "score"):
             failed.add_column(column, overflow="fold")
         for row in summary["failed_evaluations"]:
-            score = row["score"]
-            failed.add_row(row["trace_id"][:8] + "…", escape(_preview(row["question"])),
-                           escape(_preview(row["prediction"])), escape(_preview(row["gold"])),
-                           "" if score is None else f"{score:.2f}")
+            failed.add_row(cell(row["trace_id"], 9), cell(row["question"]), cell(row["prediction"]),
+                           cell(row["gold"]), number(row["score"]))
         stdout.print(failed)
-    if summary["missing_traces"]:
-        stdout.print(f"{len(summary['missing_traces'])} linked trace(s) were referenced but not read: "
-                     + ", ".join(summary["missing_traces"][:5]))
+    missing = summary["missing_traces"]
+    if missing:
+        stdout.print(f"{len(missing)} linked trace(s) were referenced but not read: "
+                     + ", ".join(safe_markup(t) for t in missing[:_SHOWN_MISSING])
+                     + (", …" if len(missing) > _SHOWN_MISSING else ""))
     if summary["operations"] and not summary["content_captured"]:
         stdout.print("[yellow]Spans carry no content (content capture was off): attribution will rely "
                      "on hashes and sizes only.[/]")
@@ -96,9 +90,14 @@ def _print_tables(summary: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @strict_option
 @jaeger_option
-def inspect_command(files: tuple[str, ...], as_json: bool, strict: bool, jaeger_url: str | None) -> None:
-    """Summarise span FILES: traces, memory operations by category, failed evaluations."""
-    result, graph, problems = load_graph(files, jaeger_url=jaeger_url)
+@tempo_option
+def inspect_command(files: tuple[str, ...], as_json: bool, strict: bool, jaeger_url: str | None,
+                    tempo_url: str | None) -> None:
+    """Summarise span FILEs: traces, memory operations by category, failed evaluations.
+
+    A FILE may be a directory of span files, or - for standard input.
+    """
+    result, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url)
     code = report_problems(problems, strict=strict)
     summary = summarize(result.spans, graph)
     if as_json:

@@ -8,42 +8,56 @@ and 1, networkx's convention):
   ``None``), ``deleted``;
 * operation nodes, keyed ``op:<trace_id>:<span_id>``: ``type="operation"``,
   ``name``, ``category``, ``trace_id``, ``span_id``, ``order`` (execution
-  order), ``start``, ``status``, evaluation fields on evaluations.
+  order), ``start``, ``status``, evaluation fields on evaluations (``passed``,
+  ``score``, ``signal``, ``evidence``, ``answer``, ``case`` and the texts),
+  ``steps`` when the span has ``memtrace.step`` events, and ``missing_links``:
+  the sorted trace ids of the span links that point at spans the input lacks
+  (present only when there are some).
 
 Edges: variable -> operation (``role="input"``), operation -> variable
 (``role="output"``), and version ``v`` -> ``v+1`` of one variable name
 (``role="version"``). Many files and traces become one graph, stitched by
-variable ids; a producer that appears only as a traceparent (its trace was
-not read) is listed in ``G.graph["missing_traces"]`` for the trace backend
-to fetch.
+variable ids; a producer that appears only as a span link (its trace was not
+read) is listed in ``G.graph["missing_traces"]`` for the trace backend to
+fetch.
+
+Every value read from a span is type-checked where it is read
+(:mod:`memtrace_otel.graph.attributes`): a wrong one, a malformed variable id,
+or a variable version written by two operations is one problem in
+``G.graph["problems"]`` and the rest is still built. Lineage cycles are cut
+deterministically (:mod:`memtrace_otel.graph.cycles`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from itertools import pairwise
+from itertools import chain, pairwise, repeat
 from typing import Any
 
 import networkx as nx
 
+from memtrace_otel.graph.attributes import a_type, number, parse_id, report, strings, text, verdict
+from memtrace_otel.graph.cycles import break_cycles
 from memtrace_otel.semconv import (
     GENAI_OPERATION_CATEGORY,
     Category,
+    EvaluationSignal,
     GenAI,
     MemTrace,
     MemTraceEvent,
     MemTraceStep,
+    VariableKind,
 )
 from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.readers import gc_paused
 from memtrace_otel.wire import (
     EVALUATION_TEXT_FIELDS,
+    MAX_VERSION_DIGITS,
     MalformedId,
     evaluation_text_key,
     operation_node_id,
     parse_descriptor,
-    split_variable_id,
 )
 
 __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
@@ -51,72 +65,131 @@ __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
 ContentLookup = Callable[[str], "str | None"]
 """Gives the content of a variable id when spans carry none (in-process attribution)."""
 
-_MAX_CYCLE_REPAIRS = 1000
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 
-
-def _strings(value: Any, key: str, span: SpanRecord, problems: list[Problem]) -> list[str]:
-    if value is None:
-        return []
-    if type(value) is list:
-        for item in value:
-            if type(item) is not str:
-                break
-        else:
-            return value
-    problems.append(Problem(span.source, f"span {span.span_id}: {key} is not a list of strings; ignored"))
-    return []
-
-
-def _column(attributes: dict[str, Any], key: str, length: int, default: Any) -> list[Any]:
-    # Parallel arrays may be short or missing (older writers, hand-made spans): pad them.
-    value = attributes.get(key)
-    if not isinstance(value, list):
-        return [default] * length
-    return list(value[:length]) + [default] * (length - len(value))
-
-
-# Category values as plain strings: enum calls and ``.value`` are slow in a per-span loop.
-_CATEGORIES = {category.value: str(category.value) for category in Category}
+# Enum values as plain strings: enum calls and ``.value`` are slow in a per-span loop, and
+# GraphML export wants plain types in node data.
+_CATEGORIES = {str(category.value): str(category.value) for category in Category}
 _OTHER = str(Category.OTHER.value)
+_KINDS = {str(kind.value): str(kind.value) for kind in VariableKind}
+_OTHER_KIND = str(VariableKind.OTHER.value)
+_SIGNALS = frozenset(str(signal.value) for signal in EvaluationSignal)
 _MEMORY_CATEGORIES = {str(op.value): str(category.value) for op, category in GENAI_OPERATION_CATEGORY.items()}
 _CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
 _NAME, _OUTCOME, _STORE = MemTrace.OPERATION_NAME, MemTrace.OPERATION_OUTCOME, GenAI.MEMORY_STORE_ID
 _PASSED = MemTrace.EVALUATION_PASSED
+_EVALUATION_TEXTS = {"question": MemTrace.EVALUATION_QUESTION, "prediction": MemTrace.EVALUATION_PREDICTION,
+                     "gold": MemTrace.EVALUATION_GOLD, "explanation": MemTrace.EVALUATION_EXPLANATION,
+                     "case": MemTrace.EVALUATION_CASE}
 
 
-def _category(attributes: dict[str, Any]) -> str | None:
+def _category(span: SpanRecord, problems: list[Problem]) -> str | None:
     """The operation's category value, None for a span that is not a memory operation."""
-    raw = attributes.get(_CATEGORY)
-    if isinstance(raw, str):
-        return _CATEGORIES.get(raw, _OTHER)
-    gen_ai = attributes.get(_GEN_AI_OPERATION)
-    return _MEMORY_CATEGORIES.get(gen_ai) if isinstance(gen_ai, str) else None
-
-
-def _operation_attributes(span: SpanRecord, category: str) -> dict[str, Any]:
     a = span.attributes
+    raw = a.get(_CATEGORY)
+    if isinstance(raw, str):
+        category = _CATEGORIES.get(raw)
+        if category is None:
+            report(problems, span, _CATEGORY, f"{raw[:40]!r} is not a known category; read as {_OTHER}")
+            return _OTHER
+        return category
+    gen_ai = a.get(_GEN_AI_OPERATION)  # reported with the other attributes when wrongly typed
+    category = _MEMORY_CATEGORIES.get(gen_ai) if isinstance(gen_ai, str) else None
+    if raw is not None:  # the span says it is a memory operation: keep it, whatever its category
+        category = category or _OTHER
+        report(problems, span, _CATEGORY, f"is {a_type(raw)}, not a string; read as {category}")
+    elif gen_ai is not None and not isinstance(gen_ai, str):
+        text(gen_ai, _GEN_AI_OPERATION, span, problems)  # the span is not read as a memory operation
+    return category
+
+
+def _signal(span: SpanRecord, problems: list[Problem]) -> str | None:
+    key = MemTrace.EVALUATION_SIGNAL
+    signal = text(span.attributes.get(key), key, span, problems)
+    if signal is not None and signal not in _SIGNALS:
+        report(problems, span, key, f"{signal[:40]!r} is not one of {', '.join(sorted(_SIGNALS))}; ignored")
+        return None
+    return signal
+
+
+def _answer(span: SpanRecord, problems: list[Problem]) -> str | None:
+    key = MemTrace.EVALUATION_ANSWER
+    answer = text(span.attributes.get(key), key, span, problems)
+    if answer is not None:
+        try:
+            parse_id(answer)
+        except MalformedId as error:
+            report(problems, span, key, f"ignored: {error}")
+            return None
+    return answer
+
+
+def _evaluation(span: SpanRecord, problems: list[Problem]) -> dict[str, Any] | None:
+    """The verdict fields of an evaluation span, or None when its verdict is unreadable."""
+    a = span.attributes
+    passed = verdict(a[_PASSED], _PASSED, span, problems)
+    if passed is None:
+        return None
+    fields: dict[str, Any] = {
+        "passed": passed,
+        "score": number(a.get(MemTrace.EVALUATION_SCORE), MemTrace.EVALUATION_SCORE, span, problems),
+        "signal": _signal(span, problems),
+        "evidence": strings(a.get(MemTrace.EVALUATION_EVIDENCE), MemTrace.EVALUATION_EVIDENCE, span,
+                            problems),
+        "answer": _answer(span, problems),
+    }
+    for field_name, key in _EVALUATION_TEXTS.items():
+        fields[field_name] = text(a.get(key), key, span, problems)
+    return fields
+
+
+_PLAIN = frozenset({str, type(None)})
+_OPERATION_TEXTS = (_NAME, _OUTCOME, _GEN_AI_OPERATION, _STORE)
+
+
+def _operation_texts(span: SpanRecord, problems: list[Problem]) -> tuple[str | None, ...]:
+    """Name, outcome, GenAI operation and store id: one class test each on the common path."""
+    a = span.attributes
+    values = name, outcome, gen_ai, store = (a.get(_NAME), a.get(_OUTCOME), a.get(_GEN_AI_OPERATION),
+                                             a.get(_STORE))
+    plain = _PLAIN
+    if (name.__class__ in plain and outcome.__class__ in plain and gen_ai.__class__ in plain
+            and store.__class__ in plain):
+        return values
+    return tuple(text(value, key, span, problems)
+                 for value, key in zip(values, _OPERATION_TEXTS, strict=True))
+
+
+def _operation_attributes(span: SpanRecord, category: str, problems: list[Problem]) -> dict[str, Any]:
+    a = span.attributes
+    name, outcome, gen_ai, store = _operation_texts(span, problems)
     data: dict[str, Any] = {
-        "type": "operation", "bipartite": 1,
-        "name": str(a.get(_NAME) or span.name), "span_name": span.name,
+        "type": "operation", "bipartite": 1, "name": name or span.name, "span_name": span.name,
         "category": category, "trace_id": span.trace_id, "span_id": span.span_id,
         "parent_span_id": span.parent_span_id, "start": span.start_time_unix_nano,
         "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
-        "outcome": a.get(_OUTCOME), "source": span.source,
-        "gen_ai_operation": a.get(_GEN_AI_OPERATION), "store_id": a.get(_STORE),
+        "outcome": outcome, "source": span.source, "gen_ai_operation": gen_ai, "store_id": store,
         "content_captured": _VARIABLE_CONTENTS in a,
     }
     if _PASSED in a:
-        data.update({
-            "passed": bool(a.get(_PASSED)), "score": a.get(MemTrace.EVALUATION_SCORE),
-            "signal": a.get(MemTrace.EVALUATION_SIGNAL), "question": a.get(MemTrace.EVALUATION_QUESTION),
-            "prediction": a.get(MemTrace.EVALUATION_PREDICTION), "gold": a.get(MemTrace.EVALUATION_GOLD),
-            "explanation": a.get(MemTrace.EVALUATION_EXPLANATION),
-            "evidence": list(a.get(MemTrace.EVALUATION_EVIDENCE) or ()),
-            "answer": a.get(MemTrace.EVALUATION_ANSWER), "case": a.get(MemTrace.EVALUATION_CASE),
-        })
+        evaluation = _evaluation(span, problems)
+        if evaluation is not None:
+            data.update(evaluation)
     return data
+
+
+def _steps(span: SpanRecord, problems: list[Problem]) -> list[dict[str, Any]]:
+    """The ``memtrace.step`` events of a span, their values checked like attributes."""
+    steps = []
+    for event in span.events:
+        if event.name == MemTraceEvent.STEP:
+            e = event.attributes
+            steps.append({"name": text(e.get(MemTraceStep.NAME), MemTraceStep.NAME, span, problems) or "",
+                          "inputs": strings(e.get(MemTraceStep.INPUTS), MemTraceStep.INPUTS, span, problems),
+                          "outputs": strings(e.get(MemTraceStep.OUTPUTS), MemTraceStep.OUTPUTS, span,
+                                             problems)})
+    return steps
 
 
 class _Builder:
@@ -127,88 +200,139 @@ class _Builder:
     ``add_node``/``add_edge``, and even networkx's bulk calls, cost more than the whole rest
     of the build. The layout is exactly the one ``add_nodes_from`` + ``add_edges_from``
     make: every node in all three dicts in one order, one data dict per edge shared by
-    ``succ[u][v]`` and ``pred[v][u]``, a node only an edge names added with empty data.
+    ``succ[u][v]`` and ``pred[v][u]``.
     """
 
     def __init__(self, content: ContentLookup | None) -> None:
         self.problems: list[Problem] = []
         self.content = content
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.variables: dict[str, dict[str, Any]] = {}  # well-formed variable ids met so far
         self.succ: dict[str, dict[str, dict[str, Any]]] = {}
         self.pred: dict[str, dict[str, dict[str, Any]]] = {}
         self.span_ops: set[tuple[str, str]] = set()
-        self.links: list[SpanLink] = []  # producers the operations linked to
-        # Lineage in the order it was added, replayed only to report a cycle in a stable order.
-        self.lineage: list[tuple[str, list[str], list[str]]] = []
-        self.version_edges: list[tuple[str, str]] = []
+        self.links: list[tuple[str, SpanLink]] = []  # (operation node, link to a producer)
+        self.malformed: dict[str, list[MalformedId]] = {}  # of the span being added, by key
 
-    def touch(self, variable_id: str) -> dict[str, Any]:
-        data = self.nodes.get(variable_id)
+    def variable(self, variable_id: str) -> dict[str, Any]:
+        """The node data of a variable id; :class:`MalformedId` when the id is not well formed."""
+        data = self.variables.get(variable_id)
         if data is None:
-            name, version = split_variable_id(variable_id)
-            data = self.nodes[variable_id] = {
-                "type": "variable", "bipartite": 0, "name": name, "version": version,
-                "kind": "other", "hash": "", "size": 0, "content": None, "deleted": False}
+            name, sep, version = variable_id.rpartition("@")
+            # parse_id's rules, tested inline (hot path); it says why when they do not hold
+            if (sep and name and version.isdigit() and version.isascii() and version[0] != "0"
+                    and len(version) <= MAX_VERSION_DIGITS):
+                number = int(version)
+            else:
+                name, number = parse_id(variable_id)
+            data = self.nodes[variable_id] = self.variables[variable_id] = {
+                "type": "variable", "bipartite": 0, "name": name, "version": number,
+                "kind": _OTHER_KIND, "hash": "", "size": 0, "content": None, "deleted": False}
             self.succ[variable_id], self.pred[variable_id] = {}, {}
         return data
 
-    def describe(self, descriptor: Any, content: Any, span: SpanRecord) -> None:
+    def new_variable(self, variable_id: str, span: SpanRecord, key: str) -> bool:
+        """Make the node of a variable id met for the first time; False (kept for one report) if malformed."""
         try:
-            variable_id, kind, size, digest = parse_descriptor(descriptor)
+            self.variable(variable_id)
         except MalformedId as error:
-            self.problems.append(Problem(span.source, f"span {span.span_id}: {MemTrace.VARIABLES} "
-                                                      f"entry skipped: {error}"))
-            return
-        data = self.nodes.get(variable_id) or self.touch(variable_id)
+            self.malformed.setdefault(key, []).append(error)
+            return False
+        return True
+
+    def report_malformed(self, span: SpanRecord) -> None:
+        """One problem per attribute of ``span`` that held malformed variable ids."""
+        for key, errors in self.malformed.items():
+            report(self.problems, span, key, f"has {len(errors)} malformed variable id(s), skipped "
+                                             f"(first: {errors[0]})")
+        self.malformed.clear()
+
+    def describe(self, descriptor: str, content: Any, span: SpanRecord) -> None:
+        parts = descriptor.split(" ", 3)
+        data = self.variables.get(parts[-1])
+        size = parts[1] if len(parts) == 4 else ""
+        if data is not None and size.isdigit() and size.isascii() and len(size) <= MAX_VERSION_DIGITS:
+            kind, digest = parts[0], parts[2]  # parse_descriptor's rules, for an id already checked
+            size_number = int(size)
+        else:
+            try:
+                variable_id, kind, size_number, digest = parse_descriptor(descriptor)
+                data = self.variable(variable_id)
+            except MalformedId as error:
+                report(self.problems, span, _VARIABLES, f"entry skipped: {error}")
+                return
         if not data["hash"]:
-            data["kind"], data["size"], data["hash"] = kind, size, digest
+            known = _KINDS.get(kind)
+            if known is None:
+                report(self.problems, span, _VARIABLES, f"entry {parts[-1][:80]!r}: kind {kind[:40]!r} "
+                                                        f"is not a variable kind; read as {_OTHER_KIND}")
+            data["kind"], data["size"], data["hash"] = known or _OTHER_KIND, size_number, digest
         if data["content"] is None and isinstance(content, str):
             data["content"] = content
 
     def add_span(self, span: SpanRecord) -> None:
-        a = span.attributes
-        category = _category(a)
+        a, problems = span.attributes, self.problems
+        category = _category(span, problems)
         if category is None:
             return  # not a memory operation: ordinary application spans stay out of the graph
         node = f"op:{span.trace_id}:{span.span_id}"  # operation_node_id, inlined (hot path)
         self.span_ops.add((span.trace_id, span.span_id))
-        problems, nodes, succ, pred, touch = self.problems, self.nodes, self.succ, self.pred, self.touch
-        if node not in succ:
-            succ[node], pred[node] = {}, {}
-        data = nodes[node] = _operation_attributes(span, category)
-        inputs = _strings(a.get(_INPUTS), _INPUTS, span, problems)
-        ins = pred[node]
-        for variable_id in inputs:
-            if variable_id not in nodes:
-                touch(variable_id)
-            succ[variable_id][node] = ins[variable_id] = {"role": "input"}
-        outputs = _strings(a.get(_OUTPUTS), _OUTPUTS, span, problems)
-        outs = succ[node]
-        for variable_id in outputs:
-            if variable_id not in nodes:
-                touch(variable_id)
-            outs[variable_id] = pred[variable_id][node] = {"role": "output"}
-        self.lineage.append((node, inputs, outputs))
-        descriptors = _strings(a.get(_VARIABLES), _VARIABLES, span, problems)
-        if descriptors:
-            contents = _column(a, _VARIABLE_CONTENTS, len(descriptors), None)
-            for descriptor, content in zip(descriptors, contents, strict=True):
-                self.describe(descriptor, content, span)
-        deleted = a.get(_DELETED)
-        if deleted is not None:
-            for variable_id in _strings(deleted, _DELETED, span, problems):
-                touch(variable_id)["deleted"] = True
+        if node not in self.succ:
+            self.succ[node], self.pred[node] = {}, {}
+        data = self.nodes[node] = _operation_attributes(span, category, problems)
+        self.lineage(node, span)
+        if _VARIABLES in a:
+            self.describe_all(span)
+        if _DELETED in a:
+            self.tombstones(span)
         if span.links:
-            self.links.extend(span.links)
+            self.links.extend((node, link) for link in span.links)
         if span.events:
-            steps = [e for e in span.events if e.name == MemTraceEvent.STEP]
+            steps = _steps(span, problems)
             if steps:
-                data["steps"] = [
-                    {"name": e.attributes.get(MemTraceStep.NAME, ""),
-                     "inputs": list(e.attributes.get(MemTraceStep.INPUTS) or ()),
-                     "outputs": list(e.attributes.get(MemTraceStep.OUTPUTS) or ())}
-                    for e in steps
-                ]
+                data["steps"] = steps
+
+    def lineage(self, node: str, span: SpanRecord) -> None:
+        """The input and output edges of operation ``node``; a version written twice is reported."""
+        a, problems, succ, pred = span.attributes, self.problems, self.succ, self.pred
+        variables, ins = self.variables, pred[node]
+        for variable_id in strings(a.get(_INPUTS), _INPUTS, span, problems):
+            if variable_id in variables or self.new_variable(variable_id, span, _INPUTS):
+                succ[variable_id][node] = ins[variable_id] = {"role": "input"}
+        outs = succ[node]
+        for variable_id in strings(a.get(_OUTPUTS), _OUTPUTS, span, problems):
+            if variable_id in variables or self.new_variable(variable_id, span, _OUTPUTS):
+                writers = pred[variable_id]
+                if writers and node not in writers:
+                    self.duplicate(variable_id, next(iter(writers)), span)
+                outs[variable_id] = writers[node] = {"role": "output"}
+        if self.malformed:
+            self.report_malformed(span)
+
+    def tombstones(self, span: SpanRecord) -> None:
+        variables = self.variables
+        for variable_id in strings(span.attributes[_DELETED], _DELETED, span, self.problems):
+            if variable_id in variables or self.new_variable(variable_id, span, _DELETED):
+                variables[variable_id]["deleted"] = True
+        if self.malformed:
+            self.report_malformed(span)
+
+    def describe_all(self, span: SpanRecord) -> None:
+        descriptors = strings(span.attributes[_VARIABLES], _VARIABLES, span, self.problems)
+        contents = span.attributes.get(_VARIABLE_CONTENTS)
+        if contents is not None and type(contents) is not list:
+            report(self.problems, span, _VARIABLE_CONTENTS, f"is {a_type(contents)}, not a list; ignored")
+            contents = None
+        # Parallel arrays may be short (older writers, hand-made spans): pad with None.
+        for descriptor, content in zip(descriptors, chain(contents or (), repeat(None)), strict=False):
+            self.describe(descriptor, content, span)
+
+    def duplicate(self, variable_id: str, other: str, span: SpanRecord) -> None:
+        """Two operations wrote one version: say which, keep both edges (the earlier one wins reads)."""
+        first = self.nodes[other]
+        report(self.problems, span, _OUTPUTS, f"writes {variable_id[:80]!r}, which span {first['span_id']} "
+                                              f"({first.get('source') or '?'}) also wrote: a duplicate "
+                                              "version")
 
     def _fill_contents(self) -> None:
         # Spans exported without content, read in the process that made them: the in-process
@@ -223,20 +347,28 @@ class _Builder:
                     if data.get(field_name) is None:
                         data[field_name] = lookup(evaluation_text_key(data["span_id"], field_name))
 
-    def finish(self) -> nx.DiGraph:
-        nodes, span_ops = self.nodes, self.span_ops
+    def _missing_links(self) -> set[str]:
         # A link to a span that is not here means its trace was not read: the trace backend
         # can be asked for it (Jaeger keeps links as references, without their attributes).
-        missing = {link.trace_id for link in self.links if (link.trace_id, link.span_id) not in span_ops}
+        span_ops, missing = self.span_ops, defaultdict(set)
+        for node, link in self.links:
+            if (link.trace_id, link.span_id) not in span_ops:
+                missing[node].add(link.trace_id)
+        for node, traces in missing.items():
+            self.nodes[node]["missing_links"] = sorted(traces)
+        return set().union(*missing.values())
+
+    def finish(self) -> nx.DiGraph:
+        missing = self._missing_links()
         if self.content is not None:
             self._fill_contents()
         self._order_operations()
         self._version_edges()
-        self.graph = graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
+        graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
         # networkx's descriptors for these three reset its cached views: the supported way
         # for a builder to install its own dicts.
-        graph._node, graph._succ, graph._pred = nodes, self.succ, self.pred
-        self._break_cycles()
+        graph._node, graph._succ, graph._pred = self.nodes, self.succ, self.pred
+        break_cycles(graph, self.problems)
         return graph
 
     def _order_operations(self) -> None:
@@ -247,78 +379,16 @@ class _Builder:
 
     def _version_edges(self) -> None:
         versions: dict[str, list[int]] = defaultdict(list)
-        for data in self.nodes.values():
-            if data["type"] == "variable":
-                versions[data["name"]].append(data["version"])
-        succ, pred, nodes = self.succ, self.pred, self.nodes
+        for data in self.variables.values():
+            versions[data["name"]].append(data["version"])
+        succ, pred = self.succ, self.pred
         for name, found in versions.items():
             if len(found) > 1:
                 found.sort()
-                for before, after in pairwise(found):
+                for before, after in pairwise(found):  # ids are canonical: both nodes exist
                     source, target = f"{name}@{before}", f"{name}@{after}"
-                    for end in (source, target):  # "x@01" names node "x@1" nobody wrote
-                        if end not in succ:
-                            succ[end], pred[end], nodes[end] = {}, {}, {}
                     if target not in succ[source]:  # an edge already there keeps its role
                         succ[source][target] = pred[target][source] = {"role": "version"}
-                        self.version_edges.append((source, target))
-
-    def _edge_order(self) -> dict[tuple[str, str], None]:
-        """The edges in the order they were first added (the order cycles are searched in)."""
-        edges: dict[tuple[str, str], None] = {}
-        for node, inputs, outputs in self.lineage:
-            edges.update(((variable_id, node), None) for variable_id in inputs)
-            edges.update(((node, variable_id), None) for variable_id in outputs)
-        edges.update(dict.fromkeys(self.version_edges))
-        return edges
-
-    def _break_cycles(self) -> None:
-        # A lineage cycle means some span lied about versions; cut the edge that closes it,
-        # report it, and keep the rest usable (attribution needs a DAG). The common case, no
-        # cycle, is one linear pass over the adjacency; only nodes left on cycles are searched.
-        if _is_dag(self.succ, self.pred):
-            return
-        remaining = _nodes_on_or_after_cycles(self._edge_order())
-        for _ in range(_MAX_CYCLE_REPAIRS):
-            if not remaining:
-                return
-            cycle = nx.find_cycle(self.graph.subgraph(remaining))
-            source, target = cycle[-1][0], cycle[-1][1]
-            op = source if source.startswith("op:") else target
-            where = self.graph.nodes[op].get("source", "?") if op in self.graph else "?"
-            self.problems.append(Problem(where, f"lineage cycle {' -> '.join(e[0] for e in cycle)}; "
-                                                f"edge {source} -> {target} dropped"))
-            self.graph.remove_edge(source, target)
-            remaining = _nodes_on_or_after_cycles(dict.fromkeys(self.graph.subgraph(remaining).edges))
-
-
-def _is_dag(succ: dict[str, dict[str, Any]], pred: dict[str, dict[str, Any]]) -> bool:
-    """Kahn's algorithm over the adjacency dicts: True when every node can be ordered."""
-    indegree = dict(zip(pred, map(len, pred.values()), strict=True))
-    ordered = [node for node, degree in indegree.items() if not degree]
-    for node in ordered:  # grows while it is walked: each node freed by its last parent
-        for child in succ[node]:
-            left = indegree[child] - 1
-            indegree[child] = left
-            if not left:
-                ordered.append(child)
-    return len(ordered) == len(indegree)
-
-
-def _nodes_on_or_after_cycles(edges: Iterable[tuple[str, str]]) -> set[str]:
-    """Nodes Kahn's algorithm cannot order: empty exactly when the edges form a DAG."""
-    successors: dict[str, list[str]] = defaultdict(list)
-    indegree: dict[str, int] = defaultdict(int)
-    for source, target in edges:
-        successors[source].append(target)
-        indegree[target] += 1
-    ready = [node for node in successors if indegree[node] == 0]
-    while ready:
-        for child in successors.get(ready.pop(), ()):
-            indegree[child] -= 1
-            if indegree[child] == 0:
-                ready.append(child)
-    return {node for node, degree in indegree.items() if degree > 0}
 
 
 def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None) -> nx.DiGraph:

@@ -1,12 +1,29 @@
-"""Write a graph (or a slice of one) as JSON, GraphML or Graphviz DOT."""
+"""Write a graph (or a slice of one) as JSON, GraphML or Graphviz DOT.
+
+Names and contents come from spans, so they may hold anything: quotes,
+backslashes, newlines, terminal escapes, lone surrogates. Each format escapes
+them by its own rules, and what a format cannot carry at all (XML 1.0 forbids
+most control characters, even escaped) is written visibly as ``\\xHH`` /
+``\\uHHHH``:
+
+* JSON: :func:`json.dumps` (``ensure_ascii``) escapes everything itself.
+* GraphML: characters XML 1.0 forbids are written visibly; node ids stay
+  distinct (a collision gets a ``#2`` suffix).
+* DOT: ids and labels are quoted strings; in a label ``\\`` shows a backslash,
+  ``\\n`` breaks the line and ``&amp;`` shows ``&`` (Graphviz reads HTML
+  entities in labels); control characters are shown visibly.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 import networkx as nx
+
+from memtrace_otel.semconv import Category
 
 __all__ = ["FORMATS", "graph_to_dot", "graph_to_graphml", "graph_to_json", "write_graph"]
 
@@ -31,44 +48,103 @@ def graph_to_json(G: nx.DiGraph) -> str:
     return json.dumps(_jsonable(data), indent=1, sort_keys=True)
 
 
+# What XML 1.0 cannot hold, escaped or not; DOT gets the C1 controls and DEL too (a label
+# with a terminal escape is no better in an SVG).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 forbids written as ``\\xHH`` / ``\\uHHHH``.
+
+    >>> _xml_text("a\x1b[2Jb")
+    'a\\\\x1b[2Jb'
+    """
+    return _NOT_XML.sub(_visible, text)
+
+
 def _graphml_value(value: Any) -> Any:
-    # GraphML has scalar types only: lists/dicts become JSON strings, None is left out.
-    if isinstance(value, (str, int, float, bool)):
+    # GraphML has scalar types only: lists/dicts become JSON strings (ASCII, so XML-safe).
+    if isinstance(value, str):
+        return _xml_text(value)
+    if isinstance(value, (int, float, bool)):
         return value
     return json.dumps(_jsonable(value), sort_keys=True)
 
 
+def _graphml_ids(G: nx.DiGraph) -> dict[str, str]:
+    """An XML-safe id per node, distinct even when two ids differ only in forbidden characters."""
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for node in G:
+        safe = base = _xml_text(str(node))
+        suffix = 1
+        while safe in taken:
+            suffix += 1
+            safe = f"{base}#{suffix}"
+        ids[node] = safe
+        taken.add(safe)
+    return ids
+
+
+def _graphml_data(data: dict[str, Any]) -> dict[str, Any]:
+    return {_xml_text(str(k)): _graphml_value(v) for k, v in data.items() if v is not None}
+
+
 def graph_to_graphml(G: nx.DiGraph) -> str:
-    """GraphML for Gephi, yEd or Cytoscape."""
+    """GraphML for Gephi, yEd or Cytoscape: valid XML 1.0 whatever the names hold."""
+    ids = _graphml_ids(G)
     H = nx.DiGraph()
-    for node, data in G.nodes(data=True):
-        H.add_node(node, **{k: _graphml_value(v) for k, v in data.items() if v is not None})
-    for u, v, data in G.edges(data=True):
-        H.add_edge(u, v, **{k: _graphml_value(x) for k, x in data.items() if x is not None})
+    H.add_nodes_from((ids[node], _graphml_data(data)) for node, data in G.nodes(data=True))
+    H.add_edges_from((ids[u], ids[v], _graphml_data(data)) for u, v, data in G.edges(data=True))
     buffer = io.BytesIO()
     nx.write_graphml(H, buffer)
     return buffer.getvalue().decode("utf-8")
 
 
-def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _dot_id(text: str) -> str:
+    """A quoted DOT id: only ``\\`` and ``\\"`` are escapes there, so the id reads back distinct."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + _NOT_SHOWN.sub(_visible, text) + '"'
+
+
+def _dot_label(lines: list[str]) -> str:
+    """A quoted DOT label showing ``lines`` exactly, one per line."""
+    def line(text: str) -> str:  # "\x1b" first, then its backslash doubled like any other
+        text = _NOT_SHOWN.sub(_visible, text)
+        return text.replace("\\", "\\\\").replace("&", "&amp;").replace('"', '\\"')
+    return '"' + "\\n".join(line(text) for text in lines) + '"'
 
 
 def graph_to_dot(G: nx.DiGraph) -> str:
-    """Graphviz DOT: variables as ellipses, operations as boxes (red when a failed evaluation)."""
+    r"""Graphviz DOT: variables as ellipses, operations as boxes (red when a failed evaluation).
+
+    >>> G = nx.DiGraph()
+    >>> G.add_node('say "hi"@1', type="variable", kind="message")
+    >>> print(graph_to_dot(G), end="")
+    digraph memtrace {
+      rankdir=LR;
+      "say \"hi\"@1" [shape=ellipse, label="say \"hi\"@1\n(message)"];
+    }
+    """
     lines = ["digraph memtrace {", "  rankdir=LR;"]
     for node, data in G.nodes(data=True):
         if data.get("type") == "operation":
-            label = f"{data.get('name', node)}\\n[{data.get('category', '')}]"
+            label = _dot_label([str(data.get("name", node)), f"[{data.get('category', Category.OTHER)}]"])
             color = "red" if data.get("passed") is False else "black"
-            lines.append(f"  {_dot_quote(node)} [shape=box, color={color}, label={_dot_quote(label)}];")
+            lines.append(f"  {_dot_id(node)} [shape=box, color={color}, label={label}];")
         else:
-            label = f"{node}\\n({data.get('kind', '')})"
+            label = _dot_label([str(node), f"({data.get('kind', '')})"])
             style = ", style=dashed" if data.get("deleted") else ""
-            lines.append(f"  {_dot_quote(node)} [shape=ellipse{style}, label={_dot_quote(label)}];")
+            lines.append(f"  {_dot_id(node)} [shape=ellipse{style}, label={label}];")
     for u, v, data in G.edges(data=True):
         style = " [style=dotted]" if data.get("role") == "version" else ""
-        lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)}{style};")
+        lines.append(f"  {_dot_id(u)} -> {_dot_id(v)}{style};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

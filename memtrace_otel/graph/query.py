@@ -3,43 +3,64 @@
 Every example runs on :func:`_example_graph`: a message is extracted into a
 memory unit, the unit is updated, retrieved, and an answer is generated and
 judged (a failure).
+
+Graph-wide lookups (operations by category, variables by name, evidence ids)
+are built once per graph (:mod:`memtrace_otel.graph.index`), so a query asked
+once per failure costs what it returns, not a scan of the graph. Results are
+in a fixed order that depends on the graph only (execution ``order``, then the
+order nodes were first met), never on set iteration or hash seeds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import networkx as nx
 
 from memtrace_otel.graph.errors import MemTraceGraphError, NodeNotFound
+from memtrace_otel.graph.index import (
+    evaluation_nodes,
+    lookup,
+    operation_nodes,
+    position,
+    variables_by_name,
+)
+from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = [
+    "EvidenceRule",
     "answer_of",
     "backward_slice",
     "evaluations",
+    "evidence_keys",
     "evidence_variables",
     "failed_evaluations",
     "lineage_path",
     "memory_life",
+    "missing_lineage",
     "operations",
     "operations_between",
     "producer_of",
+    "trace_subgraph",
 ]
+
+_ANSWER = str(VariableKind.ANSWER.value)
 
 
 def _example_graph() -> nx.DiGraph:
     G = nx.DiGraph()
     for v in ["msg:D1@1", "mem:a@1", "mem:a@2", "ctx@1", "answer@1"]:
         name, version = v.split("@")
-        G.add_node(v, type="variable", name=name, version=int(version), kind="other")
-    steps = [("op:e", "extraction"), ("op:u", "update"), ("op:r", "retrieval"),
-             ("op:g", "generation"), ("op:j", "evaluation")]
+        G.add_node(v, type="variable", name=name, version=int(version), kind=VariableKind.OTHER.value)
+    steps = [("op:e", Category.EXTRACTION), ("op:u", Category.UPDATE), ("op:r", Category.RETRIEVAL),
+             ("op:g", Category.GENERATION), ("op:j", Category.EVALUATION)]
     for order, (op, category) in enumerate(steps):
-        G.add_node(op, type="operation", category=category, order=order, name=op)
+        G.add_node(op, type="operation", category=category.value, order=order, name=op, trace_id="t2")
     G.add_edges_from([("msg:D1@1", "op:e"), ("op:e", "mem:a@1"), ("mem:a@1", "op:u"),
                       ("op:u", "mem:a@2"), ("mem:a@2", "op:r"), ("op:r", "ctx@1"),
                       ("ctx@1", "op:g"), ("op:g", "answer@1"), ("answer@1", "op:j")])
+    G.nodes["op:e"].update(trace_id="t1", missing_links=["f" * 32])
     G.nodes["op:j"].update(passed=False, answer="answer@1")
     return G
 
@@ -49,45 +70,89 @@ def _require(G: nx.DiGraph, node: str) -> None:
         raise NodeNotFound(f"{node!r} is not in the graph")
 
 
+def _in_graph_order(G: nx.DiGraph, nodes: Iterable[str]) -> list[str]:
+    """``nodes`` in ``G``'s node order: a fixed order, whatever order they were collected in."""
+    where = position(G)
+    return sorted(nodes, key=where.__getitem__)
+
+
+def _by_execution(G: nx.DiGraph, ops: Iterable[str]) -> list[str]:
+    where, nodes = position(G), G.nodes
+    return sorted(ops, key=lambda n: (nodes[n].get("order", 0), where[n]))
+
+
+def _induced_copy(G: nx.DiGraph, keep: set[str]) -> nx.DiGraph:
+    """``G.subgraph(keep).copy()`` with nodes and edges in ``G``'s order.
+
+    networkx's subgraph view iterates a small node set in set (hash) order; the copy
+    would then carry a different node order in every process.
+    """
+    H = G.__class__()
+    H.graph.update(G.graph)
+    ordered = _in_graph_order(G, keep)
+    H.add_nodes_from((n, G.nodes[n]) for n in ordered)
+    succ = G._succ
+    H.add_edges_from((u, v, d) for u in ordered for v, d in succ[u].items() if v in keep)
+    return H
+
+
 def operations(G: nx.DiGraph, *, category: str | None = None) -> list[str]:
     """Operation nodes in execution order, optionally of one category.
 
+    Parameters
+    ----------
+    G:
+        An evolution graph.
+    category:
+        Only operations of this :class:`~memtrace_otel.semconv.Category`.
+
+    Returns
+    -------
+    list of str
+        A new list (the lookup behind it is built once per graph).
+
     >>> G = _example_graph()
-    >>> operations(G, category="update")
+    >>> operations(G, category=Category.UPDATE)
     ['op:u']
     """
-    ops = [n for n, d in G.nodes(data=True) if d.get("type") == "operation"
-           and (category is None or d.get("category") == category)]
-    return sorted(ops, key=lambda n: G.nodes[n].get("order", 0))
+    return list(operation_nodes(G, category))
 
 
 def evaluations(G: nx.DiGraph) -> list[str]:
-    """Evaluation operations that carry a verdict, in execution order."""
-    return [n for n in operations(G, category="evaluation") if "passed" in G.nodes[n]]
+    """Evaluation operations that carry a verdict, in execution order.
+
+    >>> evaluations(_example_graph())
+    ['op:j']
+    """
+    return list(evaluation_nodes(G))
 
 
 def failed_evaluations(G: nx.DiGraph) -> list[str]:
-    """Evaluation operations whose verdict is a failure.
+    """Evaluation operations whose verdict is a failure, in execution order.
 
     >>> G = _example_graph()
     >>> failed_evaluations(G)
     ['op:j']
     """
-    return [n for n in evaluations(G) if not G.nodes[n]["passed"]]
+    return list(lookup(G, "failed", lambda G: tuple(n for n in evaluation_nodes(G)
+                                                      if not G.nodes[n]["passed"])))
 
 
 def producer_of(G: nx.DiGraph, variable: str) -> str | None:
     """The operation that wrote ``variable``, if it is in the graph.
+
+    Two operations that both claim one version (reported when the graph was
+    built): the one that ran first.
 
     >>> G = _example_graph()
     >>> producer_of(G, "mem:a@2")
     'op:u'
     """
     _require(G, variable)
-    for pred in G.predecessors(variable):
-        if G.nodes[pred].get("type") == "operation":
-            return pred
-    return None
+    writers = [p for p in G._pred[variable] if G.nodes[p].get("type") == "operation"]
+    if len(writers) > 1:
+        writers = _by_execution(G, writers)
+    return writers[0] if writers else None
 
 
 def answer_of(G: nx.DiGraph, evaluation: str) -> str | None:
@@ -102,22 +167,88 @@ def answer_of(G: nx.DiGraph, evaluation: str) -> str | None:
     if isinstance(answer, str) and answer in G:
         return answer
     for pred in G.predecessors(evaluation):
-        if G.nodes[pred].get("kind") == "answer":
+        if G.nodes[pred].get("kind") == _ANSWER:
             return pred
     return None
 
 
 def backward_slice(G: nx.DiGraph, node: str) -> nx.DiGraph:
-    """Subgraph of everything ``node`` depends on, ``node`` included.
+    """Subgraph of everything ``node`` depends on, ``node`` included, in ``G``'s node order.
 
     >>> G = _example_graph()
-    >>> sorted(backward_slice(G, "ctx@1"))[:3]
-    ['ctx@1', 'mem:a@1', 'mem:a@2']
+    >>> list(backward_slice(G, "ctx@1"))
+    ['msg:D1@1', 'mem:a@1', 'mem:a@2', 'ctx@1', 'op:e', 'op:u', 'op:r']
     """
     _require(G, node)
     keep = nx.ancestors(G, node)
     keep.add(node)
-    return G.subgraph(keep).copy()
+    return _induced_copy(G, keep)
+
+
+def missing_lineage(G: nx.DiGraph, node: str) -> set[str]:
+    """Trace ids the operations ``node`` depends on link to, but the input lacks.
+
+    Each operation node carries ``missing_links`` when its span links point at
+    spans that were not read; a failure whose lineage reaches them was judged on
+    partial input (the trace backend can fetch them).
+
+    Parameters
+    ----------
+    G:
+        An evolution graph.
+    node:
+        Any node; its backward slice (``node`` included) is searched.
+
+    Returns
+    -------
+    set of str
+        Trace ids, empty when the lineage of ``node`` is complete.
+
+    Raises
+    ------
+    NodeNotFound
+        ``node`` is not in the graph.
+
+    >>> G = _example_graph()
+    >>> missing_lineage(G, "op:j") == {"f" * 32}, missing_lineage(G, "msg:D1@1")
+    (True, set())
+    """
+    _require(G, node)
+    nodes = G.nodes
+    missing: set[str] = set(nodes[node].get("missing_links") or ())
+    for ancestor in nx.ancestors(G, node):
+        links = nodes[ancestor].get("missing_links")
+        if links:
+            missing.update(links)
+    return missing
+
+
+def trace_subgraph(G: nx.DiGraph, trace_id: str) -> nx.DiGraph:
+    """The operations of one trace and the variables they read or wrote.
+
+    Parameters
+    ----------
+    G:
+        An evolution graph.
+    trace_id:
+        32 lowercase hex chars, as in the operation nodes' ``trace_id``.
+
+    Returns
+    -------
+    networkx.DiGraph
+        A new graph in ``G``'s node order; empty when no operation is of that trace.
+
+    >>> G = _example_graph()
+    >>> list(trace_subgraph(G, "t1"))
+    ['msg:D1@1', 'mem:a@1', 'op:e']
+    """
+    nodes = G.nodes
+    ops = [n for n in operation_nodes(G) if nodes[n].get("trace_id") == trace_id]
+    keep = set(ops)
+    for op in ops:
+        keep.update(G._pred[op])
+        keep.update(G._succ[op])
+    return _induced_copy(G, keep)
 
 
 def _version_edges_cost_more(u: str, v: str, data: dict[str, Any]) -> int:
@@ -155,20 +286,17 @@ def memory_life(G: nx.DiGraph, name: str) -> list[dict[str, Any]]:
     >>> [(v["id"], v["written_by"], v["read_by"]) for v in memory_life(G, "mem:a")]
     [('mem:a@1', 'op:e', ['op:u']), ('mem:a@2', 'op:u', ['op:r'])]
     """
-    versions = sorted(
-        (d["version"], n) for n, d in G.nodes(data=True)
-        if d.get("type") == "variable" and d.get("name") == name
-    )
+    versions = variables_by_name(G).get(name)
     if not versions:
         raise NodeNotFound(f"no variable named {name!r} in the graph")
     life = []
     for _, node in versions:
-        readers = [s for s in G.successors(node) if G.nodes[s].get("type") == "operation"]
+        readers = [s for s in G._succ[node] if G.nodes[s].get("type") == "operation"]
         life.append({
             "id": node,
             "deleted": G.nodes[node].get("deleted", False),
             "written_by": producer_of(G, node),
-            "read_by": sorted(readers, key=lambda n: G.nodes[n].get("order", 0)),
+            "read_by": _by_execution(G, readers),
         })
     return life
 
@@ -183,26 +311,88 @@ def operations_between(G: nx.DiGraph, source: str, target: str) -> list[str]:
     _require(G, source)
     _require(G, target)
     between = nx.descendants(G, source) & nx.ancestors(G, target)
-    return sorted((n for n in between if G.nodes[n].get("type") == "operation"),
-                  key=lambda n: G.nodes[n].get("order", 0))
+    return _by_execution(G, (n for n in between if G.nodes[n].get("type") == "operation"))
 
 
-def evidence_variables(G: nx.DiGraph, evidence_ids: Iterable[str]) -> Iterator[str]:
+EvidenceRule = Callable[[str], Iterable[str]]
+"""Which evidence ids a variable name holds: ``rule(name) -> ids``."""
+
+
+def evidence_keys(name: str) -> tuple[str, ...]:
+    """The default :data:`EvidenceRule`: the name itself, and what follows its namespace prefix.
+
+    A variable named ``msg:D1:3`` holds evidence ``msg:D1:3`` and ``D1:3``
+    (the text after the first ``:``, the namespace prefix being ``msg``). It
+    is the rule the instrumented systems' ``msg:<dialog id>`` message names
+    need, and the one benchmark numbers are computed with.
+
+    >>> evidence_keys("msg:D1:3")
+    ('msg:D1:3', 'D1:3')
+    >>> evidence_keys("question")
+    ('question',)
+    """
+    rest = name.partition(":")[2]
+    return (name, rest) if rest else (name,)
+
+
+def _evidence_index(rule: EvidenceRule) -> Callable[[nx.DiGraph], dict[str, tuple[str, ...]]]:
+    def build(G: nx.DiGraph) -> dict[str, tuple[str, ...]]:
+        # The earliest version of each name: usually 1, but a long-running writer's registry may
+        # start a new name higher (it never reissues an evicted name's versions).
+        earliest: dict[str, int] = {}
+        for _, data in G.nodes(data=True):
+            version = data.get("version")
+            if data.get("type") == "variable" and isinstance(version, int):
+                name = str(data.get("name", ""))
+                earliest[name] = min(version, earliest.get(name, version))
+        index: dict[str, list[str]] = {}
+        for node, data in G.nodes(data=True):  # graph order: the order matches come out in
+            name = str(data.get("name", ""))
+            if data.get("type") == "variable" and data.get("version") == earliest.get(name):
+                for key in dict.fromkeys(rule(name)):
+                    index.setdefault(key, []).append(node)
+        return {key: tuple(found) for key, found in index.items()}
+    return build
+
+
+def evidence_variables(G: nx.DiGraph, evidence_ids: Iterable[str], *,
+                       match: EvidenceRule = evidence_keys) -> list[str]:
     """Message variables that hold the given evidence ids (e.g. LoCoMo ``D1:3``).
 
-    A message variable matches when its name is the id, or the id follows the
-    name's first ``:`` (``msg:D1:3``). The earliest version is yielded.
+    An evaluation names the messages that hold its answer by evidence ids
+    (``memtrace.evaluation.evidence``); this finds their variables. The rule is:
+    a variable matches an id when it is the earliest version of its name in
+    the graph (messages are written once) and ``match(name)`` yields the id. The default,
+    :func:`evidence_keys`, matches a variable whose name equals the id, or
+    whose name is a namespace prefix, a ``:``, and the id (``msg:D1:3`` holds
+    ``D1:3``). Pass another ``match`` for other naming schemes, e.g.
+    ``lambda name: [name.removeprefix("chat/")]``.
+
+    Parameters
+    ----------
+    G:
+        An evolution graph.
+    evidence_ids:
+        The ids to look up; anything but a string is ignored.
+    match:
+        The rule, a function from a variable name to the evidence ids it holds.
+        The index it implies is built once per graph and rule: pass the same
+        function object each time, not a new lambda per call.
+
+    Returns
+    -------
+    list of str
+        Matching variable ids, each once, in graph order.
 
     >>> G = _example_graph()
-    >>> list(evidence_variables(G, ["D1"]))
+    >>> evidence_variables(G, ["D1"])
     ['msg:D1@1']
+    >>> evidence_variables(G, ["D1"], match=lambda name: [name.upper()])
+    []
     """
-    wanted = set(evidence_ids)
-    if not wanted:
-        return
-    for node, data in G.nodes(data=True):
-        if data.get("type") != "variable" or data.get("version") != 1:
-            continue
-        name = data.get("name", "")
-        if name in wanted or name.partition(":")[2] in wanted:
-            yield node
+    index = lookup(G, ("evidence", match), _evidence_index(match))
+    found: dict[str, None] = {}
+    for evidence_id in evidence_ids:
+        if isinstance(evidence_id, str):
+            found.update(dict.fromkeys(index.get(evidence_id, ())))
+    return _in_graph_order(G, found) if len(found) > 1 else list(found)

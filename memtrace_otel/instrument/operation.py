@@ -1,55 +1,71 @@
-"""Memory operations as OpenTelemetry spans.
+"""One traced memory operation: a span plus the variables it read and wrote.
 
-:class:`MemoryTracer` is the entry point: it wraps the application's
-TracerProvider (the global one by default), installs no exporter, and opens
-one :class:`Operation` per memory operation. An operation is a span whose
+An :class:`Operation` (opened by ``MemoryTracer.operation``) is a span whose
 ``memtrace.*`` attributes say which variables it read and wrote, with a span
-link to the producer of every input whose producer is known.
+link to the producer of every input whose producer is known, and whose
+``gen_ai.*`` attributes say what the GenAI conventions ask of a retrieval, a
+memory change or an LLM call made inside it.
 
 Thread and asyncio safety: the current operation lives in a ``ContextVar``
 (the same mechanism as the OTel context), so threads and tasks each see
 their own; one :class:`Operation` belongs to the task that opened it and is
-not meant to be shared.
+not meant to be shared. Versions come from the tracer's registry, which
+allocates them atomically.
 """
 
 from __future__ import annotations
 
 import contextvars
-import functools
-import inspect
-import logging
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
-from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
+from memtrace_otel.instrument.genai import (
+    RetrievedRecord,
+    evaluation_attributes,
+    evaluation_event,
+    llm_call_attributes,
+    retrieval_attributes,
+)
 from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
 from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry
 from memtrace_otel.semconv import (
+    MEMORY_OPERATIONS,
     Category,
+    EvaluationName,
     EvaluationSignal,
     GenAI,
     GenAIEvent,
+    GenAIOperation,
     MemTrace,
     MemTraceEvent,
     MemTraceLink,
     MemTraceStep,
     VariableKind,
 )
-from memtrace_otel.version import __version__
 from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, evaluation_text_key, split_variable_id
 from memtrace_otel.wire import describe as describe_variable
 
-__all__ = ["MemoryTracer", "Operation", "current_operation", "describe"]
+__all__ = ["Operation", "current_operation", "describe"]
 
-_logger = logging.getLogger(__name__)
 _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
     "memtrace_current_operation", default=None
 )
-F = TypeVar("F", bound=Callable[..., Any])
+_EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
+                         MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
+
+
+class _Owner(Protocol):
+    """What an operation needs of the ``MemoryTracer`` that opened it."""
+
+    registry: VariableRegistry
+    contents: ContentStore
+    capture_content: bool
+    content_max_chars: int
+    _tracer: Tracer
 
 
 def _kind(kind: VariableKind | str) -> VariableKind:
@@ -61,126 +77,37 @@ def current_operation() -> Operation | None:
     return _current.get()
 
 
-class MemoryTracer:
-    """Opens traced memory operations on the application's TracerProvider.
-
-    Parameters
-    ----------
-    tracer_provider:
-        Provider to create spans with; the global one when ``None``.
-    capture_content:
-        Record variable contents on spans. ``None`` decides from
-        ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (off unless set).
-    content_max_chars:
-        Truncation limit of one captured content string.
-    keep_content_in_process:
-        How many variable contents to keep in this process's
-        :class:`ContentStore` for in-process attribution, exported or not
-        (0 disables).
-
-    Thread-safe: the registry and content store carry their own locks.
-    """
-
-    def __init__(
-        self,
-        tracer_provider: TracerProvider | None = None,
-        *,
-        capture_content: bool | None = None,
-        content_max_chars: int | None = None,
-        keep_content_in_process: int = 50_000,
-        registry: VariableRegistry | None = None,
-    ) -> None:
-        if content_max_chars is not None and content_max_chars < 1:
-            raise ValueError("content_max_chars must be >= 1")
-        if capture_content is None:
-            capture_content = content_capture_from_env() is ContentCapture.SPAN
-        self.capture_content = capture_content
-        self.content_max_chars = content_max_chars or content_max_chars_from_env()
-        self.registry = registry if registry is not None else VariableRegistry()
-        self.contents = ContentStore(keep_content_in_process)
-        self._tracer = trace.get_tracer("memtrace_otel", __version__, tracer_provider=tracer_provider)
-
-    def operation(
-        self,
-        name: str,
-        category: Category | str = Category.OTHER,
-        *,
-        gen_ai_operation: str | None = None,
-        store_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        span_name: str | None = None,
-    ) -> Operation:
-        """A traced operation, used as ``with tracer.operation(...) as op:``.
-
-        ``gen_ai_operation`` (``create_memory``, ``search_memory`` ...) makes it
-        a GenAI memory-client span named ``{operation} {store_id}``.
-        """
-        return Operation(
-            self,
-            name,
-            Category(category),
-            gen_ai_operation=gen_ai_operation,
-            store_id=store_id,
-            attributes=attributes,
-            span_name=span_name,
-        )
-
-    def traced(
-        self, name: str | None = None, category: Category | str = Category.OTHER, **options: Any
-    ) -> Callable[[F], F]:
-        """Decorator form of :meth:`operation`, for sync and async functions.
-
-        The function finds its operation with :func:`current_operation`.
-        """
-
-        def decorate(function: F) -> F:
-            op_name = name or function.__qualname__
-            if inspect.iscoroutinefunction(function):
-
-                @functools.wraps(function)
-                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    with self.operation(op_name, category, **options):
-                        return await function(*args, **kwargs)
-
-                return async_wrapper  # type: ignore[return-value]
-
-            @functools.wraps(function)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                with self.operation(op_name, category, **options):
-                    return function(*args, **kwargs)
-
-            return wrapper  # type: ignore[return-value]
-
-        return decorate
-
-
 class Operation:
     """One traced memory operation: a span plus the variables it read and wrote.
 
     Lifecycle: ``__enter__`` starts the span and makes it current;
     ``__exit__`` writes the lineage attributes, marks an exception as
     ``ERROR`` with ``error.type``, ends the span and restores the context.
-    Finishing twice is a no-op.
+    Finishing twice is a no-op. Every ``record_*`` method does nothing on a
+    span that is not recording.
     """
+
+    _usage: tuple[int | None, int | None] = (None, None)
+    """Tokens of the LLM calls recorded so far (set on first call)."""
 
     def __init__(
         self,
-        owner: MemoryTracer,
+        owner: _Owner,
         name: str,
         category: Category,
         *,
-        gen_ai_operation: str | None,
-        store_id: str | None,
-        attributes: Mapping[str, Any] | None,
-        span_name: str | None,
+        span_name: str,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        gen_ai_operation: GenAIOperation | str | None = None,
     ) -> None:
         self._owner = owner
         self.name = name
         self.category = category
-        self._gen_ai_operation = gen_ai_operation
-        self._store_id = store_id
-        self._attributes = attributes
+        self.gen_ai_operation = gen_ai_operation
         self._span_name = span_name
+        self._kind = kind
+        self._start = attributes
         self.span: Span = trace.INVALID_SPAN
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
@@ -192,20 +119,7 @@ class Operation:
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
-        attributes: dict[str, Any] = {MemTrace.OPERATION_CATEGORY: self.category.value}
-        span_name = self._span_name or self.name
-        if span_name != self.name or self._gen_ai_operation:
-            # Only when the span name does not already say it: every attribute costs.
-            attributes[MemTrace.OPERATION_NAME] = self.name
-        if self._gen_ai_operation:
-            attributes[GenAI.OPERATION_NAME] = self._gen_ai_operation
-            if self._store_id:
-                attributes[GenAI.MEMORY_STORE_ID] = self._store_id
-            span_name = self._span_name or f"{self._gen_ai_operation} {self._store_id or self.name}"
-        if self._attributes:
-            attributes.update(self._attributes)
-        kind = SpanKind.CLIENT if self._gen_ai_operation else SpanKind.INTERNAL
-        self.span = self._owner._tracer.start_span(span_name, kind=kind, attributes=attributes)
+        self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind, attributes=self._start)
         self._recording = self.span.is_recording()
         self._token = otel_context.attach(trace.set_span_in_context(self.span))
         self._op_token = _current.set(self)
@@ -257,13 +171,10 @@ class Operation:
         """
         if isinstance(variable, str):
             name, version = split_variable_id(variable) if "@" in variable else (variable, 0)
-            known = self._owner.registry.latest(name)
-            if known is not None and version in (0, known.version):
-                variable = known
-            else:
-                variable = Variable(name, version or 1, _kind(kind), content)
-                self._owner.registry.register(variable)
+            variable, new = self._owner.registry.resolve(name, version, _kind(kind), content)
+            if new:
                 self._remember_content(variable)
+        # _input, inlined: every traced read comes here.
         self.inputs.append(variable)
         if self._recording and variable.producer is not None and variable.producer.is_valid:
             self.span.add_link(variable.producer, {MemTraceLink.VARIABLE: variable.id})
@@ -282,6 +193,11 @@ class Operation:
         This is what links a query trace to the ingestion trace (and process)
         that wrote the record. Records stored without lineage fall back to
         ``name`` (or the newest version this process knows).
+
+        Raises
+        ------
+        ValueError
+            The record has no lineage and no ``name`` was given.
         """
         variable_id, producer = lineage_from_metadata(metadata)
         if variable_id is None:
@@ -299,27 +215,38 @@ class Operation:
     ) -> Variable:
         """Declare a new variable (or a new version of ``name``) written by this operation."""
         producer = self.span_context if self._recording else None
-        variable = self._owner.registry.new_version(name, _kind(kind), content, producer)
-        self._remember_content(variable)
+        variable = self._owner.registry.next_version(name, _kind(kind), content, producer)
+        if content is not None and self._recording:  # _output, inlined: every traced write comes here
+            self._owner.contents.put(variable.id, content)
         self.outputs.append(variable)
         return variable
 
     def update(
         self, variable: Variable | str, content: str | None, *, kind: VariableKind | str | None = None
     ) -> Variable:
-        """In-place change: read version v of ``variable`` and write version v+1."""
-        before = self.read(variable, kind=kind or VariableKind.MEMORY_UNIT)
-        after = Variable(
-            before.name,
-            before.version + 1,
-            _kind(kind) if kind else before.kind,
-            content,
-            self.span_context if self._recording else None,
-        )
-        return self._output(after)
+        """In-place change: read version v of ``variable`` and write a new version after it.
+
+        By name, the operation reads the newest version and writes the next, in
+        one step of the registry: threads updating one name never get one version
+        twice. Given a :class:`Variable` (or ``name@version``), it reads that
+        version and writes one above every version known (v+1 unless another
+        writer got there first, which the graph then shows).
+        """
+        registry, new_kind = self._owner.registry, _kind(kind) if kind else None
+        producer = self.span_context if self._recording else None
+        if isinstance(variable, str) and "@" not in variable:
+            before, after = registry.replace(variable, new_kind, content, producer,
+                                             unknown_kind=new_kind or VariableKind.MEMORY_UNIT)
+            self._input(before)
+        else:
+            before = self.read(variable, kind=new_kind or VariableKind.MEMORY_UNIT)
+            after = registry.next_version(before.name, new_kind or before.kind, content, producer,
+                                          after=before.version)
+        self._output(after)
+        return after
 
     def delete(self, variable: Variable | str) -> Variable:
-        """Delete a unit: read version v and write a tombstone version v+1."""
+        """Delete a unit: read version v and write a tombstone version after it."""
         tombstone = self.update(variable, None)
         tombstone.deleted = True
         return tombstone
@@ -360,6 +287,70 @@ class Operation:
         """
         return self.write(name, content, kind=kind)
 
+    # -- GenAI attributes --------------------------------------------------
+    def record_retrieval(
+        self,
+        records: Iterable[RetrievedRecord | Variable] = (),
+        *,
+        query: Variable | str | None = None,
+        top_k: int | None = None,
+        data_source_id: str | None = None,
+    ) -> None:
+        """Say what a retrieval returned, as the GenAI conventions ask.
+
+        ``records`` are what the operation read (``op.read`` / ``op.read_record``),
+        best first; wrap one in :class:`RetrievedRecord` to give its score or store
+        id. Writes ``gen_ai.memory.record.count`` (and ``gen_ai.memory.record.id``
+        when one record came back), ``gen_ai.retrieval.top_k``,
+        ``gen_ai.data_source.id``; with content capture on, also the query text and
+        the records as JSON (``gen_ai.memory.*`` on memory searches,
+        ``gen_ai.retrieval.*`` otherwise).
+        """
+        if not self._recording:
+            return
+        owner = self._owner
+        text = query.content if isinstance(query, Variable) else query
+        self.span.set_attributes(retrieval_attributes(
+            records, memory=self.gen_ai_operation in MEMORY_OPERATIONS, query=text, top_k=top_k,
+            data_source_id=data_source_id, capture=owner.capture_content, limit=owner.content_max_chars))
+
+    def record_llm_call(
+        self,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        response_model: str | None = None,
+    ) -> None:
+        """Say which model an LLM-backed step called and what it spent.
+
+        Token counts add up over the calls of one operation. ``provider`` names
+        the model's provider unless the operation was opened with a provider of
+        its own (a memory provider keeps ``gen_ai.provider.name``).
+        """
+        if not self._recording:
+            return
+        total_in, total_out = self._usage
+        if input_tokens is not None:
+            total_in = (total_in or 0) + input_tokens
+        if output_tokens is not None:
+            total_out = (total_out or 0) + output_tokens
+        self._usage = (total_in, total_out)
+        if GenAI.PROVIDER_NAME in self._start:
+            provider = None
+        self.span.set_attributes(llm_call_attributes(model=model, provider=provider, input_tokens=total_in,
+                                                     output_tokens=total_out, response_model=response_model))
+
+    def record_memory(self, *, record_id: str | None = None, count: int | None = None) -> None:
+        """Say which record a create/update/delete acted on, or how many it attempted."""
+        if not self._recording:
+            return
+        if record_id is not None:
+            self.span.set_attribute(GenAI.MEMORY_RECORD_ID, record_id)
+        if count is not None:
+            self.span.set_attribute(GenAI.MEMORY_RECORD_COUNT, int(count))
+
     # -- outcome -----------------------------------------------------------
     def set_outcome(self, outcome: str) -> None:
         """Mark how the operation ended (``noop``, ``skipped``, ``added`` ...)."""
@@ -376,7 +367,7 @@ class Operation:
         *,
         score: float | None = None,
         signal: EvaluationSignal | str = EvaluationSignal.GOLD,
-        metric: str = "memtrace.answer_correctness",
+        metric: str = EvaluationName.ANSWER_CORRECTNESS,
         question: str | None = None,
         prediction: str | None = None,
         gold: str | None = None,
@@ -388,55 +379,35 @@ class Operation:
         """Record a verdict on an answer, plus the GenAI ``gen_ai.evaluation.result`` event.
 
         Question, prediction, gold and explanation are content: they go on the
-        span only with content capture on.
+        span only with content capture on. This process's content store keeps
+        them either way, for in-process attribution.
         """
         if not self._recording:
             return
-        signal = EvaluationSignal(signal)
-        attributes: dict[str, Any] = {
-            MemTrace.EVALUATION_PASSED: passed,
-            MemTrace.EVALUATION_SIGNAL: signal.value,
-            MemTrace.EVALUATION_EVIDENCE: list(evidence),
-        }
-        if score is not None:
-            attributes[MemTrace.EVALUATION_SCORE] = float(score)
-        if answer is not None:
-            attributes[MemTrace.EVALUATION_ANSWER] = answer.id
-        if case_id is not None:
-            attributes[MemTrace.EVALUATION_CASE] = case_id
-        if self._owner.capture_content:
-            for key, value in (
-                (MemTrace.EVALUATION_QUESTION, question),
-                (MemTrace.EVALUATION_PREDICTION, prediction),
-                (MemTrace.EVALUATION_GOLD, gold),
-                (MemTrace.EVALUATION_EXPLANATION, explanation),
-            ):
-                if value is not None:
-                    attributes[key] = self._truncate(value)
-        self.span.set_attributes(attributes)
-        event: dict[str, Any] = {
-            GenAI.EVALUATION_NAME: metric,
-            GenAI.EVALUATION_SCORE_LABEL: "pass" if passed else "fail",
-        }
-        if score is not None:
-            event[GenAI.EVALUATION_SCORE_VALUE] = float(score)
-        if explanation is not None and self._owner.capture_content:
-            event[GenAI.EVALUATION_EXPLANATION] = self._truncate(explanation)
-        self.span.add_event(GenAIEvent.EVALUATION_RESULT, event)
+        owner, texts = self._owner, (question, prediction, gold, explanation)
+        self.span.set_attributes(evaluation_attributes(
+            passed, EvaluationSignal(signal), score=score, evidence=evidence, answer=answer, case_id=case_id,
+            texts=dict(zip(_EVALUATION_TEXT_KEYS, texts, strict=True)), capture=owner.capture_content,
+            limit=owner.content_max_chars))
+        self.span.add_event(GenAIEvent.EVALUATION_RESULT, evaluation_event(
+            passed, str(metric), score=score, explanation=explanation, capture=owner.capture_content,
+            limit=owner.content_max_chars))
         # The in-process content store keeps the verdict's text even when spans do not, so
         # in-process attribution (GraphSpanExporter(content=...)) still knows the gold.
         span_id = f"{self.span_context.span_id:016x}"
-        for field_name, value in zip(EVALUATION_TEXT_FIELDS, (question, prediction, gold, explanation),
-                                     strict=True):
+        for field_name, value in zip(EVALUATION_TEXT_FIELDS, texts, strict=True):
             if value is not None:
-                self._owner.contents.put(evaluation_text_key(span_id, field_name), value)
+                owner.contents.put(evaluation_text_key(span_id, field_name), value)
 
     # -- internals ---------------------------------------------------------
-    def _output(self, variable: Variable) -> Variable:
-        self._owner.registry.register(variable)
+    def _input(self, variable: Variable) -> None:
+        self.inputs.append(variable)
+        if self._recording and variable.producer is not None and variable.producer.is_valid:
+            self.span.add_link(variable.producer, {MemTraceLink.VARIABLE: variable.id})
+
+    def _output(self, variable: Variable) -> None:
         self._remember_content(variable)
         self.outputs.append(variable)
-        return variable
 
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:

@@ -8,6 +8,8 @@ in-place change of a memory unit makes ``version + 1``.
 from __future__ import annotations
 
 import threading
+import zlib
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -17,6 +19,14 @@ from memtrace_otel.semconv import VariableKind
 from memtrace_otel.wire import content_hash, variable_id
 
 __all__ = ["ContentStore", "Variable", "VariableRegistry"]
+
+_MAX_SLOTS = 1 << 16
+"""High-water slots of the version registry: 512 KiB of marks at most."""
+
+
+def _slot(name: str, slots: int) -> int:
+    return zlib.crc32(name.encode("utf-8", "surrogatepass")) & (slots - 1)
+
 
 @dataclass(slots=True)
 class Variable:
@@ -54,8 +64,26 @@ class Variable:
 class VariableRegistry:
     """Latest known version of each variable name, bounded (least recently used go first).
 
-    Thread-safe: one lock guards the map; every method holds it only for a
-    dictionary operation.
+    Every version this registry hands out is unique per name, under threads and
+    after eviction. Allocation (:meth:`next_version`, :meth:`replace`) reads the
+    newest version and records the next one under one lock acquisition. A name
+    evicted to stay within ``max_names`` leaves its newest version in a fixed
+    array of high-water marks indexed by the name's hash; a later allocation for
+    any name of that slot starts above it. So versions never repeat; after the
+    first eviction, names sharing a slot with an evicted name may skip numbers
+    (the graph links each version to the next one it knows, gaps included).
+    The array costs 8 bytes a slot: ``min(max_names, 65536)`` rounded up to a
+    power of two, 512 KiB at the default 100k names, against the tens of MiB the
+    names themselves hold. Slots come from CRC-32 of the name, not Python's
+    salted ``hash``, so the versions of a run do not depend on ``PYTHONHASHSEED``;
+    before the first eviction no slot is computed at all.
+
+    Versions are unique within one process: two processes writing one name
+    without reading each other's records both start at 1 (reading a record
+    through ``Operation.read_record`` tells this registry its version).
+
+    Thread-safe: one lock guards the map and the marks; every method holds it
+    only for a few dictionary operations.
     """
 
     def __init__(self, max_names: int = 100_000) -> None:
@@ -63,30 +91,86 @@ class VariableRegistry:
             raise ValueError("max_names must be >= 1")
         self._latest: OrderedDict[str, Variable] = OrderedDict()
         self._max_names = max_names
+        self._slots = 1 << (min(max_names, _MAX_SLOTS) - 1).bit_length()
+        self._evicted = array("q", bytes(8 * self._slots))
+        self._any_evicted = False
         self._lock = threading.Lock()
 
     def latest(self, name: str) -> Variable | None:
-        """The newest version of ``name`` seen in this process, if any."""
+        """The newest version of ``name`` seen in this process, if any (``None`` once evicted)."""
         with self._lock:
             variable = self._latest.get(name)
             if variable is not None:
                 self._latest.move_to_end(name)
             return variable
 
-    def new_version(self, name: str, kind: VariableKind, content: str | None,
-                    producer: SpanContext | None) -> Variable:
-        """Create and remember the next version of ``name`` atomically.
+    def next_version(self, name: str, kind: VariableKind, content: str | None,
+                     producer: SpanContext | None, *, after: int = 0) -> Variable:
+        """Create and remember a new version of ``name``, above every one known and above ``after``.
 
         Two threads writing one name get two versions, never the same one twice.
+
+        >>> registry = VariableRegistry()
+        >>> registry.next_version("mem:1", VariableKind.MEMORY_UNIT, "a", None).id
+        'mem:1@1'
+        >>> registry.next_version("mem:1", VariableKind.MEMORY_UNIT, "b", None, after=5).id
+        'mem:1@6'
+        """
+        with self._lock:  # inlined _newest/_allocate: every traced write comes here
+            current = self._latest.get(name)
+            newest = 0 if current is None else current.version
+            if self._any_evicted:
+                newest = max(newest, self._evicted[_slot(name, self._slots)])
+            variable = Variable(name, (newest if newest > after else after) + 1, kind, content, producer)
+            self._remember(variable)
+            return variable
+
+    def replace(self, name: str, kind: VariableKind | None, content: str | None,
+                producer: SpanContext | None, *, unknown_kind: VariableKind) -> tuple[Variable, Variable]:
+        """``(replaced, new)``: the newest version of ``name`` and a new one after it, atomically.
+
+        An in-place change by name reads the version it replaces. The new
+        version has ``kind``, or the replaced one's when ``None``. A name this
+        registry does not know is read as an external input (no producer, content
+        unknown, ``unknown_kind``) at the version :meth:`resolve` would give it.
+
+        >>> registry = VariableRegistry()
+        >>> before, after = registry.replace("mem:1", None, "b", None, unknown_kind=VariableKind.MEMORY_UNIT)
+        >>> before.id, after.id, after.kind.value
+        ('mem:1@1', 'mem:1@2', 'memory_unit')
         """
         with self._lock:
-            current = self._latest.get(name)
-            variable = Variable(name, 1 if current is None else current.version + 1, kind, content, producer)
-            self._latest[name] = variable
-            self._latest.move_to_end(name)
-            if len(self._latest) > self._max_names:
-                self._latest.popitem(last=False)
-            return variable
+            replaced = self._latest.get(name)
+            if replaced is None:
+                replaced = Variable(name, max(self._newest(name), 1), unknown_kind)
+            version = max(self._newest(name), replaced.version) + 1
+            return replaced, self._allocate(name, version, kind or replaced.kind, content, producer)
+
+    def resolve(self, name: str, version: int, kind: VariableKind,
+                content: str | None) -> tuple[Variable, bool]:
+        """The variable a read of ``name`` means, and whether it is new to this registry.
+
+        ``version`` 0 means the newest known. A version this registry does not
+        know becomes a variable without a producer (an external input, such as a
+        user message) and is remembered; a bare name never seen is version 1 (or,
+        once evicted, its high-water mark, since the exact version is gone).
+
+        >>> registry = VariableRegistry()
+        >>> registry.resolve("question", 0, VariableKind.QUERY, "Why?")[0].id
+        'question@1'
+        >>> registry.resolve("question", 0, VariableKind.QUERY, None)[1]
+        False
+        """
+        with self._lock:
+            known = self._latest.get(name)
+            if known is not None:
+                self._latest.move_to_end(name)
+                if version in (0, known.version):
+                    return known, False
+            variable = Variable(name, version or max(self._newest(name), 1), kind, content)
+            if known is None or known.version < variable.version:
+                self._remember(variable)
+            return variable, True
 
     def register(self, variable: Variable) -> None:
         """Remember ``variable`` unless a newer version of its name is known."""
@@ -94,14 +178,38 @@ class VariableRegistry:
             current = self._latest.get(variable.name)
             if current is not None and current.version > variable.version:
                 return
-            self._latest[variable.name] = variable
-            self._latest.move_to_end(variable.name)
-            if len(self._latest) > self._max_names:
-                self._latest.popitem(last=False)
+            self._remember(variable)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._latest)
+
+    # -- under the lock ------------------------------------------------------
+    def _newest(self, name: str) -> int:
+        # The newest version known, or, for a name evicted (or sharing a slot with one), the
+        # evicted high-water mark: a floor nothing below may be issued again.
+        current = self._latest.get(name)
+        newest = 0 if current is None else current.version
+        if self._any_evicted:
+            newest = max(newest, self._evicted[_slot(name, self._slots)])
+        return newest
+
+    def _allocate(self, name: str, version: int, kind: VariableKind, content: str | None,
+                  producer: SpanContext | None) -> Variable:
+        variable = Variable(name, version, kind, content, producer)
+        self._remember(variable)
+        return variable
+
+    def _remember(self, variable: Variable) -> None:
+        latest = self._latest
+        latest[variable.name] = variable
+        latest.move_to_end(variable.name)
+        if len(latest) > self._max_names:
+            name, evicted = latest.popitem(last=False)
+            slot = _slot(name, self._slots)
+            if evicted.version > self._evicted[slot]:
+                self._evicted[slot] = evicted.version
+            self._any_evicted = True
 
 
 class ContentStore:

@@ -13,9 +13,22 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-__all__ = ["Problem", "SpanEvent", "SpanLink", "SpanRecord", "record_from_readable"]
+__all__ = [
+    "SPAN_KINDS",
+    "STATUS_CODES",
+    "Problem",
+    "SpanEvent",
+    "SpanLink",
+    "SpanRecord",
+    "record_from_readable",
+]
 
-AttributeValue = Any  # str | bool | int | float | list of those
+AttributeValue = Any  # str | bool | int | float | None | list of those | dict (OTLP kvlist)
+
+SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+"""Span kind names, indexed by their OTLP number (``SPAN_KIND_SERVER`` is 2)."""
+STATUS_CODES = ("UNSET", "OK", "ERROR")
+"""Status code names, indexed by their OTLP number."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,7 +47,11 @@ class SpanLink:
 
 @dataclass(slots=True)
 class SpanRecord:
-    """A span, whichever format it came from. Ids are lowercase hex strings."""
+    """A span, whichever format it came from. Ids are lowercase hex strings.
+
+    ``resource_attributes`` is shared by the spans of one resource (one dict per
+    ``resourceSpans`` entry or Jaeger process): treat it as read-only.
+    """
 
     trace_id: str
     span_id: str
@@ -46,10 +63,17 @@ class SpanRecord:
     events: list[SpanEvent] = field(default_factory=list)
     links: list[SpanLink] = field(default_factory=list)
     status_code: str = "UNSET"
+    """One of :data:`STATUS_CODES`."""
     status_message: str = ""
     service_name: str = ""
     source: str = ""
     """Where the span was read from (``file:line``), for problem reports."""
+    kind: str = "UNSPECIFIED"
+    """One of :data:`SPAN_KINDS` (``UNSPECIFIED`` when the input did not say)."""
+    scope_name: str = ""
+    """Instrumentation scope (the tracer's name) and its version."""
+    scope_version: str = ""
+    resource_attributes: dict[str, AttributeValue] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,11 +95,41 @@ def _plain(attributes: Any) -> dict[str, AttributeValue]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in (attributes or {}).items()}
 
 
+_RESOURCES: dict[int, tuple[Any, dict[str, AttributeValue]]] = {}
+_MAX_RESOURCES = 64
+
+
+def _resource_attributes(resource: Any) -> dict[str, AttributeValue]:
+    # A provider has one Resource for all its spans: share one plain copy rather than one per
+    # span. Keyed by identity (Resource's own hash serialises it); the entry keeps the resource
+    # alive, so the id cannot be reused while cached. Races only cost a duplicate copy.
+    if resource is None:
+        return {}
+    entry = _RESOURCES.get(id(resource))
+    if entry is not None and entry[0] is resource:
+        return entry[1]
+    if len(_RESOURCES) >= _MAX_RESOURCES:
+        _RESOURCES.clear()
+    plain = _plain(resource.attributes)
+    _RESOURCES[id(resource)] = (resource, plain)
+    return plain
+
+
 def record_from_readable(span: ReadableSpan, source: str = "live") -> SpanRecord:
-    """Normalise a finished SDK span."""
+    """Normalise a finished SDK span.
+
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from opentelemetry.trace import SpanKind
+    >>> with TracerProvider().get_tracer("app", "1.0").start_as_current_span("s", kind=SpanKind.CLIENT) as s:
+    ...     pass
+    >>> record = record_from_readable(s)
+    >>> record.kind, record.scope_name, record.scope_version
+    ('CLIENT', 'app', '1.0')
+    """
     context = span.get_span_context()
     parent = span.parent
-    resource = span.resource.attributes if span.resource is not None else {}
+    resource = _resource_attributes(span.resource)
+    scope = span.instrumentation_scope
     return SpanRecord(
         trace_id=f"{context.trace_id:032x}",
         span_id=f"{context.span_id:016x}",
@@ -93,4 +147,8 @@ def record_from_readable(span: ReadableSpan, source: str = "live") -> SpanRecord
         status_message=span.status.description or "",
         service_name=str(resource.get("service.name", "")),
         source=source,
+        kind=span.kind.name,
+        scope_name=scope.name if scope is not None else "",
+        scope_version=(scope.version or "") if scope is not None else "",
+        resource_attributes=resource,
     )

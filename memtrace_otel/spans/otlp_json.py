@@ -3,7 +3,14 @@
 
 Follows the OTLP/JSON encoding rules: ids are hex (base64 is accepted too,
 as protobuf's generic JSON mapping writes it), 64-bit integers may be
-strings, field names may be lowerCamelCase or snake_case.
+strings, enums are numbers (their names are accepted too), field names may
+be lowerCamelCase or snake_case.
+
+Every field is type-checked where it is read. What the graph needs (ids,
+name, times) makes a span unusable when wrong: the span is skipped. A wrong
+attribute, event, link, kind, status or scope is left out (or left at its
+default) and the rest of the span kept. Either way it is one :class:`Problem`
+naming the place, the span and the key.
 """
 
 from __future__ import annotations
@@ -12,24 +19,25 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator
-from sys import intern as _intern
 from typing import Any
 
-from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
+from memtrace_otel.spans.anyvalue import BadValue, brief, enum_name, key_values, unsigned_nanos
+from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "records_from_traces_data"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "MalformedSpan", "normalise_id", "records_from_traces_data"]
 
 MAX_ATTRIBUTE_CHARS = 1 << 20
 """A longer string attribute is truncated (and reported): one bad span must not cost the heap."""
 
-_STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET",
-                 "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
-
-
+_KIND_BY_VALUE: dict[Any, str] = {
+    **dict(enumerate(SPAN_KINDS)), **{f"SPAN_KIND_{kind}": kind for kind in SPAN_KINDS},
+}
+_STATUS_BY_VALUE: dict[Any, str] = {
+    **dict(enumerate(STATUS_CODES)), **{f"STATUS_CODE_{code}": code for code in STATUS_CODES},
+}
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
 _LOWER_HEX = {length: re.compile(f"[0-9a-f]{{{length}}}").fullmatch for length in (16, 32)}
-_NO_STATUS: dict[str, Any] = {}
 
 
 class MalformedSpan(ValueError):
@@ -52,92 +60,16 @@ def normalise_id(raw: Any, length: int) -> str:
     if type(raw) is str and len(raw) == length and _HEX.fullmatch(raw) and raw != _ZEROS[length]:
         return raw.lower()  # the common case, OTLP/JSON hex, in one C-level check
     if not isinstance(raw, str) or not raw:
-        raise MalformedSpan(f"id {raw!r} is not a string")
-    if len(raw) == length:
-        try:
-            int(raw, 16)
-        except ValueError:
-            pass
-        else:
-            if raw.strip("0") == "":
-                raise MalformedSpan(f"id {raw!r} is all zeros")
-            return raw.lower()
+        raise MalformedSpan(f"id {brief(raw)} is not a string")
+    if len(raw) == length and _HEX.fullmatch(raw):
+        raise MalformedSpan(f"id {raw!r} is all zeros")
     try:
         decoded = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         decoded = b""
     if len(decoded) * 2 == length and any(decoded):
         return decoded.hex()
-    raise MalformedSpan(f"id {raw[:40]!r} is not {length} hex chars")
-
-
-def any_value(value: Any) -> Any:
-    """Python value of an OTLP ``AnyValue``.
-
-    >>> any_value({"intValue": "7"})
-    7
-    """
-    if not isinstance(value, dict):
-        return value
-    # One key per AnyValue: look it up rather than trying every field (hot loop).
-    for key, raw in value.items():
-        convert = _CONVERTERS.get(key)
-        if convert is not None:
-            return convert(raw)
-    return None
-
-
-def _array(raw: Any) -> list[Any]:
-    values = raw.get("values") if isinstance(raw, dict) else None
-    if not isinstance(values, list):
-        return []
-    result = []
-    for value in values:
-        text = value.get("stringValue") if type(value) is dict else None
-        result.append(text if type(text) is str else any_value(value))
-    return result
-
-
-def _kvlist(raw: Any) -> dict[str, Any]:
-    values = raw.get("values", []) if isinstance(raw, dict) else []
-    return key_values(values)
-
-
-_CONVERTERS: dict[str, Any] = {
-    "stringValue": str, "intValue": int, "boolValue": bool, "doubleValue": float,
-    "arrayValue": _array, "kvlistValue": _kvlist, "bytesValue": str,
-    "string_value": str, "int_value": int, "bool_value": bool, "double_value": float,
-    "array_value": _array, "kvlist_value": _kvlist, "bytes_value": str,
-}
-
-
-def key_values(items: Any) -> dict[str, Any]:
-    """``[{"key": k, "value": AnyValue}]`` as a dict; entries without a key are dropped."""
-    if not isinstance(items, list):
-        return {}
-    result: dict[str, Any] = {}
-    for item in items:
-        if type(item) is not dict:
-            continue
-        key = item.get("key")
-        if type(key) is not str:
-            continue
-        # One shared copy of each key rather than one per span and attribute: large files
-        # repeat a handful of keys millions of times.
-        key = _intern(key)
-        value = item.get("value")
-        if type(value) is dict:
-            # Fast paths for what memory spans are made of: strings and arrays of strings.
-            text = value.get("stringValue")
-            if type(text) is str:
-                result[key] = text
-                continue
-            array = value.get("arrayValue")
-            if array is not None:
-                result[key] = _array(array)
-                continue
-        result[key] = any_value(value)
-    return result
+    raise MalformedSpan(f"id {brief(raw)} is not {length} hex chars")
 
 
 def _truncate_long(attributes: dict[str, Any], where: str, problems: list[Problem]) -> None:
@@ -169,53 +101,146 @@ def _cached_id(raw: Any, length: int, known: dict[str, str]) -> str:
     return normalise_id(raw, length)
 
 
-def _span(raw: dict[str, Any], service: str, where: str, problems: list[Problem],
-          check_long: bool, trace_ids: dict[str, str], span_ids: dict[str, str]) -> SpanRecord:
+class _Context:
+    """What one ``TracesData`` object's spans share while it is read."""
+
+    __slots__ = ("check_long", "errors", "problems", "resource", "scope_name", "scope_version", "service",
+                 "span_ids", "trace_ids", "where")
+
+    def __init__(self, where: str, problems: list[Problem], check_long: bool) -> None:
+        self.where, self.problems, self.check_long = where, problems, check_long
+        self.errors: list[tuple[str, str]] = []  # attribute errors of the span being read
+        self.trace_ids: dict[str, str] = {}  # valid ids seen in this document, raw -> normalised
+        self.span_ids: dict[str, str] = {}
+        self.resource: dict[str, Any] = {}
+        self.service = self.scope_name = self.scope_version = ""
+
+    def report(self, span_id: str, what: str) -> None:
+        self.problems.append(Problem(self.where, f"span {span_id}: {what}"))
+
+    def report_attributes(self, span_id: str, owner: str) -> None:
+        for key, reason in self.errors:
+            self.report(span_id, f"{owner}attribute {key!r}: {reason}; attribute skipped")
+        self.errors.clear()
+
+
+def _span(raw: dict[str, Any], ctx: _Context) -> SpanRecord:
     # The hot loop of reading a file: field lookups are spelled out rather than going
-    # through _get, and the record is built positionally (keywords cost twice as much).
-    get = raw.get
+    # through _get, the common well-typed case of each field is tested inline before any
+    # call, and the record is built positionally (keywords cost twice as much).
+    get, span_ids = raw.get, ctx.span_ids
     trace_id = get("traceId")
-    trace_id = _cached_id(get("trace_id") if trace_id is None else trace_id, 32, trace_ids)
+    trace_id = _cached_id(get("trace_id") if trace_id is None else trace_id, 32, ctx.trace_ids)
     span_id = get("spanId")
     span_id = _cached_id(get("span_id") if span_id is None else span_id, 16, span_ids)
     parent = get("parentSpanId")
     if parent is None:
         parent = get("parent_span_id")
-    parent = _cached_id(parent, 16, span_ids) if parent else ""
-    attributes = key_values(get("attributes"))
-    if check_long:
-        _truncate_long(attributes, where, problems)
-    events = get("events")
-    events = [
-        SpanEvent(str(e.get("name", "")), int(_get(e, "timeUnixNano", "time_unix_nano") or 0),
-                  key_values(e.get("attributes")))
-        for e in events if isinstance(e, dict)
-    ] if events else []
-    links = get("links")
-    links = _links(links, span_id, where, problems, trace_ids, span_ids) if links else []
-    status = get("status") or _NO_STATUS
+    parent = "" if parent is None or parent == "" else _cached_id(parent, 16, span_ids)
+    name = get("name")
+    if type(name) is not str:
+        if name is not None:  # null is the default value in proto3 JSON, as absent is
+            raise MalformedSpan(f"name {brief(name)} is not a string")
+        name = ""
     start = get("startTimeUnixNano")
+    if start is None:
+        start = get("start_time_unix_nano")
+    start = int(start) if type(start) is str and len(start) < 20 and start.isdecimal() \
+        else _nanos(start, "startTimeUnixNano", span_id)
     end = get("endTimeUnixNano")
+    if end is None:
+        end = get("end_time_unix_nano")
+    end = int(end) if type(end) is str and len(end) < 20 and end.isdecimal() \
+        else _nanos(end, "endTimeUnixNano", span_id)
+    errors = ctx.errors
+    attributes = key_values(get("attributes"), errors)
+    if errors:
+        ctx.report_attributes(span_id, "")
+    if ctx.check_long:
+        _truncate_long(attributes, ctx.where, ctx.problems)
+    events = get("events")
+    events = [] if events is None else _events(events, span_id, ctx)
+    links = get("links")
+    links = [] if links is None else _links(links, span_id, ctx)
+    status = get("status")  # absent, or {} as the upstream encoder writes an unset one, is UNSET
+    unset = status is None or (not status and type(status) is dict)
+    status, message = ("UNSET", "") if unset else _status(status, span_id, ctx)
+    kind = get("kind")
+    kind = _KIND_BY_VALUE.get(kind) if type(kind) is int else "UNSPECIFIED" if kind is None \
+        else enum_name(kind, _KIND_BY_VALUE)
+    if kind is None:
+        ctx.report(span_id, f"kind {brief(get('kind'))} is not a span kind; left UNSPECIFIED")
+        kind = "UNSPECIFIED"
     return SpanRecord(
-        trace_id, span_id, str(get("name", "")), parent,
-        int((get("start_time_unix_nano") if start is None else start) or 0),
-        int((get("end_time_unix_nano") if end is None else end) or 0),
-        attributes, events, links,
-        _STATUS_CODES.get(status.get("code", 0), "UNSET"), str(status.get("message", "")),
-        service, where,
+        trace_id, span_id, name, parent, start, end, attributes, events, links, status, message,
+        ctx.service, ctx.where, kind, ctx.scope_name, ctx.scope_version, ctx.resource,
     )
 
 
-def _links(raw_links: Any, span_id: str, where: str, problems: list[Problem],
-           trace_ids: dict[str, str], span_ids: dict[str, str]) -> list[SpanLink]:
+def _nanos(raw: Any, what: str, span_id: str) -> int:
+    try:
+        return unsigned_nanos(raw, what)
+    except BadValue as error:
+        raise MalformedSpan(f"span {span_id}: {error}") from None
+
+
+def _status(raw: Any, span_id: str, ctx: _Context) -> tuple[str, str]:
+    if type(raw) is not dict:
+        ctx.report(span_id, f"status {brief(raw)} is not an object; left UNSET")
+        return "UNSET", ""
+    code, message = raw.get("code", 0), raw.get("message", "")
+    status = _STATUS_BY_VALUE.get(code) if type(code) is int else enum_name(code, _STATUS_BY_VALUE)
+    if status is None:
+        ctx.report(span_id, f"status code {brief(code)} is not a status code; left UNSET")
+        status = "UNSET"
+    if type(message) is not str:
+        ctx.report(span_id, f"status message {brief(message)} is not a string; left empty")
+        message = ""
+    return status, message
+
+
+def _events(raw_events: Any, span_id: str, ctx: _Context) -> list[SpanEvent]:
+    if type(raw_events) is not list:
+        ctx.report(span_id, f"events {brief(raw_events)} is not a list; events skipped")
+        return []
+    events = []
+    for event in raw_events:
+        try:
+            if type(event) is not dict:
+                raise BadValue(f"{brief(event)} is not an object")
+            name = event.get("name", "")
+            if type(name) is not str:
+                raise BadValue(f"name {brief(name)} is not a string")
+            time = unsigned_nanos(_get(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano")
+        except BadValue as error:
+            ctx.report(span_id, f"event skipped: {error}")
+            continue
+        attributes = key_values(event.get("attributes"), ctx.errors)
+        if ctx.errors:
+            ctx.report_attributes(span_id, f"event {name[:80]!r} ")
+        events.append(SpanEvent(name, time, attributes))
+    return events
+
+
+def _links(raw_links: Any, span_id: str, ctx: _Context) -> list[SpanLink]:
+    if type(raw_links) is not list:
+        ctx.report(span_id, f"links {brief(raw_links)} is not a list; links skipped")
+        return []
     links = []
     for link in raw_links:
         try:
-            links.append(SpanLink(_cached_id(_get(link, "traceId", "trace_id"), 32, trace_ids),
-                                  _cached_id(_get(link, "spanId", "span_id"), 16, span_ids),
-                                  key_values(link.get("attributes"))))
-        except (MalformedSpan, AttributeError) as error:
-            problems.append(Problem(where, f"span {span_id}: link dropped: {error}"))
+            if type(link) is not dict:
+                raise MalformedSpan(f"{brief(link)} is not an object")
+            trace_id, linked = link.get("traceId"), link.get("spanId")
+            trace_id = _cached_id(link.get("trace_id") if trace_id is None else trace_id, 32, ctx.trace_ids)
+            linked = _cached_id(link.get("span_id") if linked is None else linked, 16, ctx.span_ids)
+        except MalformedSpan as error:
+            ctx.report(span_id, f"link dropped: {error}")
+            continue
+        attributes = key_values(link.get("attributes"), ctx.errors)
+        if ctx.errors:
+            ctx.report_attributes(span_id, f"link to {linked} ")
+        links.append(SpanLink(trace_id, linked, attributes))
     return links
 
 
@@ -226,6 +251,12 @@ def records_from_traces_data(
 
     ``check_long=False`` skips looking for over-long attributes, for callers that know
     the document's text was shorter than :data:`MAX_ATTRIBUTE_CHARS`.
+
+    >>> problems = []
+    >>> document = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "app"}, "spans": [
+    ...     {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "s", "kind": 3}]}]}]}
+    >>> [(s.name, s.kind, s.scope_name) for s in records_from_traces_data(document, "f:1", problems)]
+    [('s', 'CLIENT', 'app')]
     """
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
         document = document["result"]  # Jaeger's /api/v3 wraps TracesData in {"result": ...}
@@ -233,42 +264,76 @@ def records_from_traces_data(
     if not isinstance(resource_spans, list):
         problems.append(Problem(where, "not an OTLP TracesData object (no resourceSpans list)"))
         return
-    trace_ids: dict[str, str] = {}  # valid ids seen in this document, raw -> normalised
-    span_ids: dict[str, str] = {}
+    ctx = _Context(where, problems, check_long)
     for resource_span in resource_spans:
-        if not isinstance(resource_span, dict):
-            problems.append(Problem(where, "resourceSpans entry is not an object"))
-            continue
-        service = _service_name(resource_span.get("resource"), where, problems)
-        scope_spans = _get(resource_span, "scopeSpans", "scope_spans")
-        if not isinstance(scope_spans, list):
-            problems.append(Problem(where, "resourceSpans entry has no scopeSpans list"))
-            continue
-        for scope_span in scope_spans:
-            spans = scope_span.get("spans") if isinstance(scope_span, dict) else None
-            if not isinstance(spans, list):
-                problems.append(Problem(where, "scopeSpans entry has no spans list"))
-                continue
-            for raw in spans:
+        for spans in _scope_span_lists(resource_span, ctx):
+            for raw in spans:  # one generator for the whole walk: a yield per span is the hot path
                 try:
-                    if not isinstance(raw, dict):
+                    if type(raw) is not dict:
                         raise MalformedSpan("span is not an object")
-                    record = _span(raw, service, where, problems, check_long, trace_ids, span_ids)
-                except _SKIPPED as error:
-                    name = raw.get("name", "?") if isinstance(raw, dict) else "?"
-                    problems.append(Problem(where, f"span {str(name)[:80]!r} skipped: {error}"))
+                    record = _span(raw, ctx)
+                except MalformedSpan as error:
+                    _skipped(raw, error, ctx)
                     continue
                 yield record
 
 
-def _service_name(resource: Any, where: str, problems: list[Problem]) -> str:
-    try:
-        attributes = key_values(resource.get("attributes")) if isinstance(resource, dict) else {}
-    except (TypeError, ValueError, OverflowError) as error:  # {"intValue": "x"}, say
-        problems.append(Problem(where, f"resource attributes unreadable ({error}); service name left empty"))
-        return ""
-    return str(attributes.get("service.name", ""))
+def _scope_span_lists(resource_span: Any, ctx: _Context) -> Iterator[list[Any]]:
+    """The span lists of one ``resourceSpans`` entry, each after setting ``ctx`` to its resource and scope."""
+    if not isinstance(resource_span, dict):
+        ctx.problems.append(Problem(ctx.where, "resourceSpans entry is not an object"))
+        return
+    _resource(resource_span.get("resource"), ctx)
+    scope_spans = _get(resource_span, "scopeSpans", "scope_spans")
+    if not isinstance(scope_spans, list):
+        ctx.problems.append(Problem(ctx.where, "resourceSpans entry has no scopeSpans list"))
+        return
+    for scope_span in scope_spans:
+        spans = scope_span.get("spans") if isinstance(scope_span, dict) else None
+        if not isinstance(spans, list):
+            ctx.problems.append(Problem(ctx.where, "scopeSpans entry has no spans list"))
+            continue
+        _scope(scope_span.get("scope"), ctx)
+        yield spans
 
 
-_SKIPPED = (MalformedSpan, TypeError, ValueError, AttributeError, OverflowError)
-"""What makes one span unusable; it is reported and the rest of the document read."""
+def _skipped(raw: Any, error: MalformedSpan, ctx: _Context) -> None:
+    ctx.errors.clear()
+    name = raw.get("name", "?") if isinstance(raw, dict) else "?"
+    name = repr(name[:80]) if type(name) is str else brief(name)
+    ctx.problems.append(Problem(ctx.where, f"span {name} skipped: {error}"))
+
+
+def _resource(resource: Any, ctx: _Context) -> None:
+    ctx.resource, ctx.service = {}, ""
+    if resource is None:
+        return
+    if not isinstance(resource, dict):
+        ctx.problems.append(Problem(ctx.where, f"resource {brief(resource)} is not an object; ignored"))
+        return
+    attributes = key_values(resource.get("attributes"), ctx.errors)
+    for key, reason in ctx.errors:
+        ctx.problems.append(Problem(ctx.where, f"resource attribute {key!r}: {reason}; attribute skipped"))
+    ctx.errors.clear()
+    service = attributes.get("service.name", "")
+    if type(service) is not str:
+        ctx.problems.append(Problem(ctx.where, f"resource attribute 'service.name' {brief(service)} is "
+                                               "not a string; service name left empty"))
+        service = ""
+    ctx.resource, ctx.service = attributes, service
+
+
+def _scope(scope: Any, ctx: _Context) -> None:
+    ctx.scope_name = ctx.scope_version = ""
+    if scope is None:
+        return
+    if not isinstance(scope, dict):
+        ctx.problems.append(Problem(ctx.where, f"scope {brief(scope)} is not an object; ignored"))
+        return
+    name, version = scope.get("name", ""), scope.get("version", "")
+    for field, value in (("name", name), ("version", version)):
+        if type(value) is not str:
+            ctx.problems.append(Problem(ctx.where, f"scope {field} {brief(value)} is not a string; "
+                                                   "left empty"))
+    ctx.scope_name = name if type(name) is str else ""
+    ctx.scope_version = version if type(version) is str else ""

@@ -1,0 +1,85 @@
+"""OTLP/gRPC trace receiver (``opentelemetry.proto.collector.trace.v1.TraceService/Export``).
+
+Status codes follow the OTLP specification: ``UNAVAILABLE`` when the service
+is over its memory ceiling (the sender retries with backoff, holding the
+spans in its queue), ``INVALID_ARGUMENT`` for a body that is not an export
+request (not retried), and malformed spans inside a request are counted in
+``partial_success``. Messages over ``max_message_bytes`` are refused by
+gRPC itself with ``RESOURCE_EXHAUSTED``.
+
+Binds 127.0.0.1 by default. Thread safety: gRPC runs handlers on a bounded
+thread pool; shared state is behind the service's locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
+from memtrace_otel.spans.model import Problem
+
+__all__ = ["OTLPGrpcReceiver"]
+
+_logger = logging.getLogger(__name__)
+
+
+def _export_handler(ingest: Any) -> grpc.GenericRpcHandler:
+    # The request is decoded here rather than by gRPC: a body that is not an export request is
+    # the client's error (INVALID_ARGUMENT, not retried), where gRPC's own deserializer would
+    # answer INTERNAL, which OTLP exporters do not treat as final.
+    def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        try:
+            request = decode_request(body)
+        except ValueError as error:
+            _logger.warning("rejected an Export from %s: %s", context.peer(), error)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        problems: list[Problem] = []
+        spans = records_from_request(request, f"{context.peer()} Export", problems)
+        if not ingest(spans, len(body)):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is over its memory ceiling; retry")
+        response = ExportTraceServiceResponse()
+        if problems:
+            _logger.warning("%d malformed span(s) rejected from %s: %s", len(problems), context.peer(),
+                            problems[0].message)
+            response.partial_success.rejected_spans = len(problems)
+            response.partial_success.error_message = problems[0].message[:500]
+        return response
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        export, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)
+    return grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService",
+                                                {"Export": handler})
+
+
+class OTLPGrpcReceiver:
+    """Serves OTLP/gRPC on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``."""
+
+    def __init__(self, ingest: Any, *, host: str = "127.0.0.1", port: int = 14317,
+                 max_message_bytes: int = 16 << 20, workers: int = 4) -> None:
+        if max_message_bytes < 1 or workers < 1:
+            raise ValueError("max_message_bytes and workers must be >= 1")
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrace-otlp-grpc"),
+            options=[("grpc.max_receive_message_length", max_message_bytes)],
+        )
+        self._server.add_generic_rpc_handlers((_export_handler(ingest),))
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._port = self._server.add_insecure_port(target)
+        if self._port == 0:
+            raise OSError(f"cannot listen for OTLP/gRPC on {target}")
+        self._host = host
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._host, self._port
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace: float = 1.0) -> None:
+        self._server.stop(grace).wait()

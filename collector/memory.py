@@ -1,0 +1,89 @@
+"""When ``memtrace serve`` must stop taking spans: its resident memory against the configured limit.
+
+Like the Collector's ``memory_limiter``, the decision is made from what the
+process really holds, checked at most every ``interval`` seconds (reading
+``/proc/self/statm`` costs a few microseconds), against a soft limit: the
+hard limit less a spike allowance (20% by default, the ``memory_limiter``'s
+default), room for the requests already admitted between two checks. Python's allocator keeps the
+arenas of freed objects, so after a burst of settled traces has been released
+the resident size would stay high and the service would refuse spans it has
+room for: when over the limit, the guard first collects garbage and asks
+glibc to return free pages (``malloc_trim``), and refuses only if still over.
+
+Thread safety: one lock; receivers on any thread may ask.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["MemoryGuard"]
+
+_logger = logging.getLogger(__name__)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc: the collection alone has to do
+        return None
+
+
+class MemoryGuard:
+    """``over()`` is true while resident memory exceeds the soft limit after giving free memory back.
+
+    The soft limit is ``limit_bytes * (1 - spike)``.
+    """
+
+    def __init__(self, limit_bytes: int, *, spike: float = 0.2, interval: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if limit_bytes < 1 or interval <= 0 or not 0 <= spike < 1:
+            raise ValueError("limit_bytes must be >= 1, interval > 0 and 0 <= spike < 1")
+        self.limit_bytes = limit_bytes
+        self.soft_limit_bytes = int(limit_bytes * (1 - spike))
+        self._interval = interval
+        self._clock = clock
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._trim = _malloc_trim()
+        self._checked = -interval
+        self._over = False
+        self._lock = threading.Lock()
+        self.refusals = 0
+
+    def over(self) -> bool:
+        now = self._clock()
+        with self._lock:
+            if now - self._checked >= self._interval:
+                self._checked = now
+                self._over = self._check()
+            if self._over:
+                self.refusals += 1
+            return self._over
+
+    def _check(self) -> bool:
+        if self.resident_bytes() <= self.soft_limit_bytes:
+            return False
+        gc.collect()
+        if self._trim is not None:
+            self._trim(0)
+        over = self.resident_bytes() > self.soft_limit_bytes
+        if over and self.refusals == 0:
+            _logger.warning("memory limit of %d MiB reached: answering 'retry later' until traces settle",
+                            self.limit_bytes >> 20)
+        return over
+
+    def resident_bytes(self) -> int:
+        """Resident set size of this process; 0 where ``/proc`` is not there (the assembler's
+        byte ceiling still holds)."""
+        try:
+            with open("/proc/self/statm", "rb") as statm:
+                return int(statm.read().split()[1]) * self._page
+        except (OSError, ValueError, IndexError):
+            return 0

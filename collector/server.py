@@ -1,0 +1,162 @@
+"""``memtrace serve`` assembled: configuration, the service, its receivers and its exporter.
+
+:class:`ServeConfig` is the whole configuration (the CLI maps its options and
+environment variables onto it); :func:`build_server` wires the parts without
+binding anything until :meth:`MemtraceServer.start`, so the wiring can be
+tested without sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from memtrace_otel.collector.assembler import TraceAssembler
+from memtrace_otel.collector.memory import MemoryGuard
+from memtrace_otel.collector.service import AttributionService
+from memtrace_otel.spans.model import SpanRecord
+
+__all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
+
+_logger = logging.getLogger(__name__)
+_MIB = 1 << 20
+_MIN_MEMORY_MIB = 128
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    """Everything ``memtrace serve`` can be told. Ports 0 pick free ones; ``None`` turns a receiver off."""
+
+    host: str = "127.0.0.1"
+    grpc_port: int | None = 14317
+    http_port: int | None = 14318
+    settle_seconds: float = 10.0
+    memory_limit_mib: int = 512
+    max_request_mib: int = 16
+    backend_otlp: str | None = None
+    backend_protocol: str = "http/protobuf"
+    jaeger_url: str | None = None
+    tempo_url: str | None = None
+    engine: str = "lineage"
+
+    def validate(self) -> None:
+        """``ValueError`` naming the first bad setting."""
+        if self.settle_seconds < 0:
+            raise ValueError("settle time must be >= 0 seconds")
+        if self.memory_limit_mib < _MIN_MEMORY_MIB:
+            raise ValueError(f"memory limit must be >= {_MIN_MEMORY_MIB} MiB (the service alone takes ~60)")
+        if self.max_request_mib < 1 or self.max_request_mib * 4 > self.memory_limit_mib:
+            raise ValueError("max request size must be >= 1 MiB and at most a quarter of the memory limit")
+        if self.backend_protocol not in ("grpc", "http/protobuf"):
+            raise ValueError(f"backend protocol {self.backend_protocol!r} is not grpc or http/protobuf")
+        if self.grpc_port is None and self.http_port is None:
+            raise ValueError("both receivers are off: give a gRPC or an HTTP port")
+        for name, port in (("gRPC", self.grpc_port), ("HTTP", self.http_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} port {port} is not in 0..65535")
+        if self.jaeger_url and self.tempo_url:
+            raise ValueError("give either a Jaeger or a Tempo query URL, not both")
+
+
+def otlp_exporter(endpoint: str | None, protocol: str) -> SpanExporter:
+    """The OTLP exporter annotations leave by (``endpoint`` is the backend's OTLP base URL)."""
+    if endpoint is None:
+        _logger.warning("no --backend-otlp endpoint: verdicts are printed on stderr, not written back to a "
+                        "trace backend")
+        return VerdictLogExporter()
+    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"backend OTLP endpoint {endpoint!r} is not http(s)://host:port")
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter(endpoint=f"{parts.hostname}:{parts.port or 4317}",
+                            insecure=parts.scheme == "http", timeout=5)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    path = parts.path.rstrip("/") or ""
+    url = f"{parts.scheme}://{parts.netloc}{path if path.endswith('/v1/traces') else path + '/v1/traces'}"
+    return HttpExporter(endpoint=url, timeout=5)
+
+
+class VerdictLogExporter(SpanExporter):
+    """Writes one line per verdict to the log instead of a backend (``serve`` without ``--backend-otlp``)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            attributes = span.attributes or {}
+            error_type = attributes.get("memtrace.error_type")
+            if error_type is not None and span.parent is not None:
+                _logger.warning("trace %032x: %s at %s", span.context.trace_id, error_type,
+                                attributes.get("memtrace.root_cause.operation.name", "?"))
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _backend(config: ServeConfig) -> object | None:
+    if config.jaeger_url:
+        from memtrace_otel.spans.jaeger_query import JaegerQueryClient
+
+        return JaegerQueryClient(config.jaeger_url)
+    if config.tempo_url:
+        from memtrace_otel.spans.tempo_query import TempoQueryClient
+
+        return TempoQueryClient(config.tempo_url)
+    _logger.warning("no --jaeger/--tempo query URL: memory written in other traces cannot be fetched, so "
+                    "failures are attributed from their own trace only")
+    return None
+
+
+class MemtraceServer:
+    """The service and its receivers; :meth:`start` binds, :meth:`stop` drains and closes."""
+
+    def __init__(self, config: ServeConfig, service: AttributionService) -> None:
+        self.config = config
+        self.service = service
+        self.memory = MemoryGuard(config.memory_limit_mib * _MIB)
+        self.receivers: list[object] = []
+
+    def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
+        if self.memory.over():
+            self.service.stats.spans_refused += len(spans)
+            return False
+        return self.service.ingest(spans, wire_bytes)
+
+    def start(self) -> None:
+        from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver
+        from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
+
+        limit = self.config.max_request_mib * _MIB
+        if self.config.grpc_port is not None:
+            self.receivers.append(OTLPGrpcReceiver(self.ingest, host=self.config.host,
+                                                   port=self.config.grpc_port, max_message_bytes=limit))
+        if self.config.http_port is not None:
+            self.receivers.append(OTLPHttpReceiver(self.ingest, host=self.config.host,
+                                                   port=self.config.http_port, max_body_bytes=limit))
+        self.service.start()
+        for receiver in self.receivers:
+            receiver.start()  # type: ignore[attr-defined]
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        for receiver in self.receivers:
+            receiver.stop()  # type: ignore[attr-defined]
+        return self.service.stop(timeout)
+
+
+def build_server(config: ServeConfig, *, exporter: SpanExporter | None = None) -> MemtraceServer:
+    """Wire a server from ``config`` (``ValueError`` on a bad setting); binds nothing yet."""
+    config.validate()
+    # Spans held while traces settle get half of the memory limit (their estimated decoded size):
+    # the rest is the service itself (~60 MiB) and the graphs of traces being attributed.
+    assembler = TraceAssembler(settle_seconds=config.settle_seconds,
+                               max_bytes=config.memory_limit_mib * _MIB // 2)
+    service = AttributionService(exporter or otlp_exporter(config.backend_otlp, config.backend_protocol),
+                                 backend=_backend(config), assembler=assembler, engine=config.engine)
+    return MemtraceServer(config, service)

@@ -1,0 +1,237 @@
+"""The attribution service behind ``memtrace serve``: settled traces in, annotation spans out.
+
+Data flow, one box per module::
+
+    OTLP receivers (grpc_receiver, http_receiver)
+        -> TraceAssembler (assembler: group by trace, wait until it settles, bounded)
+        -> settle thread: traces holding a failed evaluation become jobs (bounded deque)
+        -> attribution worker: the trace + the linked traces it lacks, fetched from the
+           backend's query API (spans/linked) -> graph -> engine -> annotation spans
+        -> OutboxSpanProcessor (outbox: OTLP to the backend, retried until accepted)
+
+Each instance holds only the traces routed to it (the Collector's
+``load_balancing`` exporter shards by trace id). Memory written in another
+trace, possibly routed to another instance, is fetched from the trace backend
+that already stores every span; instances share nothing.
+
+Thread safety: :meth:`AttributionService.ingest` may be called from any number
+of receiver threads; the assembler has its own lock, the job queue one more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import networkx as nx
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.trace import SpanContext, TraceFlags, Tracer
+
+from memtrace_otel.attribution import create_engine
+from memtrace_otel.attribution.base import Attribution, FailureCase
+from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler
+from memtrace_otel.collector.outbox import OutboxSpanProcessor
+from memtrace_otel.graph.build import build_graph
+from memtrace_otel.graph.query import failed_evaluations
+from memtrace_otel.semconv import MemTrace
+from memtrace_otel.spans.model import SpanRecord
+from memtrace_otel.spans.readers import SpanReadResult
+from memtrace_otel.suppress import suppress_instrumentation
+from memtrace_otel.version import __version__
+
+__all__ = ["AttributionService", "ServiceStats"]
+
+_logger = logging.getLogger(__name__)
+Annotate = Callable[[Tracer, nx.DiGraph, Attribution], None]
+
+
+@dataclass(slots=True)
+class ServiceStats:
+    """Counters, read by ``/metrics``-style status output and the tests."""
+
+    spans_received: int = 0
+    spans_refused: int = 0
+    traces_settled: int = 0
+    traces_failed: int = 0
+    jobs_dropped: int = 0
+    attributions: int = 0
+    attribution_errors: int = 0
+    linked_fetched: int = 0
+    linked_missing: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _has_failed_evaluation(trace: AssembledTrace) -> bool:
+    return any(span.attributes.get(MemTrace.EVALUATION_PASSED) is False for span in trace.spans)
+
+
+class AttributionService:
+    """Attributes failed traces as they settle and writes the verdicts back as spans.
+
+    Parameters
+    ----------
+    exporter:
+        Where annotation spans go (OTLP to the trace backend); held in an
+        :class:`OutboxSpanProcessor`, so nothing is lost while the backend is down.
+    backend:
+        A :class:`~memtrace_otel.spans.backend.TraceBackend` to fetch linked traces
+        from; ``None`` attributes each trace alone (and says so once).
+    assembler:
+        The trace buffer (its ``settle_seconds`` and byte ceiling).
+    engine:
+        Attribution engine name.
+    max_jobs:
+        Failed traces waiting for attribution at most; more are dropped and counted.
+    annotate:
+        Writes one verdict as spans (default: :mod:`memtrace_otel.writeback.annotations`).
+    """
+
+    def __init__(self, exporter: SpanExporter, *, backend: object | None = None,
+                 assembler: TraceAssembler | None = None, engine: str = "lineage",
+                 max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
+                 outbox: OutboxSpanProcessor | None = None) -> None:
+        if max_jobs < 1 or tick_seconds <= 0:
+            raise ValueError("max_jobs must be >= 1 and tick_seconds > 0")
+        self.assembler = assembler or TraceAssembler()
+        self.backend = backend
+        self.engine = create_engine(engine)
+        self.stats = ServiceStats()
+        self.outbox = outbox or OutboxSpanProcessor(exporter)
+        self._provider = TracerProvider(resource=Resource.create({"service.name": "memtrace"}))
+        self._provider.add_span_processor(self.outbox)
+        self._tracer = self._provider.get_tracer("memtrace_otel.writeback", __version__)
+        self._annotate = annotate or _default_annotate()
+        self._jobs: deque[AssembledTrace] = deque()
+        self._max_jobs = max_jobs
+        self._tick = tick_seconds
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._settle_loop, name="memtrace-settle", daemon=True),
+                         threading.Thread(target=self._work_loop, name="memtrace-attribute", daemon=True)]
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            for thread in self._threads:
+                thread.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Attribute what has arrived (settled or not), export it, stop; ``False`` on timeout."""
+        deadline = time.monotonic() + timeout
+        self._enqueue(self.assembler.drain())
+        drained = self.wait_idle(timeout)
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+        flushed = self.outbox.force_flush(left_ms)
+        self._provider.shutdown()
+        return drained and flushed
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no job is queued or running (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._jobs and not self._busy:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    # -- ingest --------------------------------------------------------------
+    def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
+        """Buffer a batch; ``False`` means overloaded: answer the sender with a retryable error."""
+        if not self.assembler.offer(spans, wire_bytes):
+            self.stats.spans_refused += len(spans)
+            return False
+        self.stats.spans_received += len(spans)
+        return True
+
+    # -- threads -------------------------------------------------------------
+    def _settle_loop(self) -> None:
+        while not self._stop.wait(self._tick):
+            self._enqueue(self.assembler.settled())
+
+    def _enqueue(self, traces: list[AssembledTrace]) -> None:
+        self.stats.traces_settled += len(traces)
+        failed = [t for t in traces if _has_failed_evaluation(t)]
+        if not failed:
+            return
+        with self._lock:
+            for trace in failed:
+                if len(self._jobs) >= self._max_jobs:
+                    self.stats.jobs_dropped += 1
+                    continue
+                self._jobs.append(trace)
+        self.stats.traces_failed += len(failed)
+        if self.stats.jobs_dropped:
+            _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
+                            self.stats.jobs_dropped)
+        self._wake.set()
+
+    def _work_loop(self) -> None:
+        while True:
+            self._wake.wait(self._tick)
+            with self._lock:
+                job = self._jobs.popleft() if self._jobs else None
+                if job is None:
+                    self._wake.clear()
+                    if self._stop.is_set():
+                        return
+                    continue
+                self._busy += 1
+            try:
+                with suppress_instrumentation():
+                    self._attribute(job)
+            except Exception as error:  # one bad trace must not stop the service
+                self.stats.attribution_errors += 1
+                _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    def _attribute(self, trace: AssembledTrace) -> None:
+        result = SpanReadResult()
+        result.add(trace.spans)
+        if self.backend is not None:
+            self._fetch_linked(result)
+        G = build_graph(result.spans)
+        for evaluation in failed_evaluations(G):
+            if G.nodes[evaluation].get("trace_id") != trace.trace_id:
+                continue  # a failure of a fetched trace belongs to the instance that owns it
+            attribution = self.engine.attribute(G, FailureCase.from_graph(G, evaluation))
+            self._annotate(self._tracer, G, attribution)
+            self.stats.attributions += 1
+
+    def _fetch_linked(self, result: SpanReadResult) -> None:
+        from memtrace_otel.spans.linked import fetch_linked_traces
+
+        fetched = fetch_linked_traces(result, self.backend)  # type: ignore[arg-type]
+        self.stats.linked_fetched += len(fetched.received)
+        self.stats.linked_missing += len(fetched.still_missing)
+        for problem in fetched.problems[:5]:
+            _logger.warning("linked trace fetch: %s", problem)
+
+
+def _default_annotate() -> Annotate:
+    from memtrace_otel.writeback.annotations import write_annotations
+
+    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution) -> None:
+        data = G.nodes[attribution.case.evaluation]
+        evaluation = SpanContext(int(data["trace_id"], 16), int(data["span_id"], 16), is_remote=True,
+                                 trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        write_annotations(tracer, attribution, evaluation)
+
+    return annotate

@@ -1,0 +1,179 @@
+"""Does a variable still carry what a failed answer needed? The lineage engine's presence test.
+
+One :class:`LineageCase` per failed evaluation holds what every evidence
+message's walk shares (the answer's slice, when the question started being
+answered, the stores it read); one :class:`Carrying` per evidence message
+answers "does this variable carry its information?" -- from captured content
+(:mod:`.presence`), or from lineage alone when content was not captured -- and
+walks forward from the message to the carriers it reached and the operations
+that dropped it. Per-case work is proportional to the case's slice and
+lineage; store-wide questions go through the graph's index.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import networkx as nx
+
+from memtrace_otel.attribution.index import GraphIndex
+from memtrace_otel.attribution.presence import Information
+from memtrace_otel.semconv import Category
+
+__all__ = ["Carrying", "LineageCase", "truncated"]
+
+_WRITE_SIDE = frozenset(
+    {Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION, Category.OTHER}
+)
+_READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK})
+_QUERY_SIDE = _READ_SIDE | {Category.GENERATION}
+_STORED_SEARCH_KEYS = 4
+
+
+@dataclass(slots=True)
+class LineageCase:
+    """Per-case facts shared by the walk over each evidence message (read-only)."""
+
+    index: GraphIndex
+    answer: str
+    generator: str
+    query_time: int
+    answer_slice: set[str]
+    structural: bool
+    stores: list[str] | None = None
+    """Stores the answer's retrievals read (``None``: not named): the memory the question had."""
+
+    @classmethod
+    def of(cls, index: GraphIndex, answer: str, generator: str) -> LineageCase:
+        """The case of ``answer``, written by ``generator``."""
+        answer_slice = nx.ancestors(index.G, answer)
+        return cls(index, answer, generator, _query_time(index, generator, answer_slice), answer_slice,
+                   structural=not index.has_content, stores=_read_stores(index, answer_slice))
+
+
+class Carrying:
+    """Presence test for one evidence message's information: content, or lineage without it."""
+
+    def __init__(self, case: LineageCase, evidence: str, info: Information, *, structural: bool) -> None:
+        self.case, self.evidence, self.info, self.structural = case, evidence, info, structural
+        self._descendants: set[str] | None = None
+        self._forward: tuple[list[str], list[str]] | None = None
+        self._stored: list[str] | None = None
+        self._memo: dict[str, bool] = {}
+
+    def __call__(self, variable: str) -> bool:
+        found = self._memo.get(variable)
+        if found is None:
+            found = self._memo[variable] = self._test(variable)
+        return found
+
+    def _test(self, variable: str) -> bool:
+        index = self.case.index
+        if index.data(variable).get("deleted"):
+            return False
+        if self.structural or index.content(variable) is None:
+            return variable == self.evidence or variable in self.descendants
+        if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
+            return True
+        # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
+        # so a truncated variable carries what its producer read.
+        if truncated(index, variable):
+            producer = index.producer(variable)
+            return producer is not None and any(self(v) for v in index.inputs(producer))
+        return False
+
+    def forward(self) -> tuple[list[str], list[str]]:
+        if self._forward is None:
+            self._forward = _forward(self.case, self)
+        return self._forward
+
+    def lineage_stored(self) -> list[str]:
+        """Stored carriers on the evidence's own lineage (reached forward from it)."""
+        index, when = self.case.index, self.case.query_time
+        return [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+
+    def stored(self) -> list[str]:
+        """Memory variables (any version, written before the question) that carry the information.
+
+        Searched store-wide, not only downstream of the evidence: a unit that
+        came from another message saying the same thing (a deduplicated
+        fact) counts too. Store-wide means the stores the question read
+        (another user's memory cannot answer it), found through the index by
+        the information's heaviest tokens and the exact ones every carrier holds.
+        """
+        if self._stored is None:
+            self._stored = self._search_stored()
+        return self._stored
+
+    def _search_stored(self) -> list[str]:
+        index, when = self.case.index, self.case.query_time
+        if self.structural:
+            pool: list[str] | set[str] = [v for v in self.forward()[0] if index.is_stored(v)]
+        else:
+            weights = self.info.gold or self.info.sentence
+            keys = sorted(weights, key=lambda t: (-weights[t], t))[:_STORED_SEARCH_KEYS]
+            pool = index.candidates(keys, required=self.info.exact, stores=self.case.stores)
+        found = [v for v in pool if index.produced_at(v) < when and self(v)]
+        return sorted(found, key=lambda v: (index.produced_at(v), v))
+
+    @property
+    def descendants(self) -> set[str]:
+        if self._descendants is None:
+            self._descendants = nx.descendants(self.case.index.G, self.evidence)
+        return self._descendants
+
+
+def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
+    """Execution order at which the question starts being answered (end of the write side)."""
+    trace = index.data(generator).get("trace_id")
+    starts = [
+        index.order(op)
+        for op in answer_slice
+        if index.data(op).get("type") == "operation"
+        and index.category(op) in _QUERY_SIDE
+        and index.data(op).get("trace_id") == trace
+    ]
+    return min(starts, default=index.order(generator))
+
+
+def _read_stores(index: GraphIndex, answer_slice: set[str]) -> list[str] | None:
+    """Stores the retrievals and reranks on the answer's slice read, sorted; ``None`` if they name none."""
+    stores = (
+        index.data(op).get("store_id")
+        for op in answer_slice
+        if index.data(op).get("type") == "operation" and index.category(op) in _READ_SIDE
+    )
+    return sorted({s for s in stores if isinstance(s, str) and s}) or None
+
+
+def truncated(index: GraphIndex, variable: str) -> bool:
+    """Whether the captured content of ``variable`` was cut short (``MEMTRACE_CONTENT_MAX_CHARS``)."""
+    return len(index.content(variable) or "") < int(index.data(variable).get("size") or 0)
+
+
+def _forward(case: LineageCase, carries: Carrying) -> tuple[list[str], list[str]]:
+    """Write-side walk from the evidence: carrying variables reached, and ops that dropped it.
+
+    Only operations before the question count; an op that read a carrier and
+    wrote no carrier is a drop.
+    """
+    index = case.index
+    seen_vars, seen_ops = {carries.evidence}, set()
+    queue = deque([carries.evidence])
+    carriers, drops = [], []
+    while queue:
+        variable = queue.popleft()
+        carriers.append(variable)
+        for op in index.readers(variable):
+            if op in seen_ops or index.order(op) >= case.query_time:
+                continue
+            seen_ops.add(op)
+            written = [v for v in index.outputs(op) if carries(v)]
+            if not written and index.category(op) in _WRITE_SIDE:
+                drops.append(op)
+            for v in written:
+                if v not in seen_vars:
+                    seen_vars.add(v)
+                    queue.append(v)
+    return carriers, drops

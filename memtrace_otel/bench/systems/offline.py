@@ -1,0 +1,208 @@
+"""Deterministic offline stand-ins for the LLM steps: a reader, a judge, an extractor, an update
+decider, embedders.
+
+They are features, not mocks: they let the reference systems run anywhere,
+reproducibly, fast enough to build a benchmark in minutes, and they fail the
+way real steps fail (a lexical reader picks the wrong sentence, a rule
+extractor drops facts phrased as questions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memtrace_otel.bench.locomo import Turn
+from memtrace_otel.bench.systems.interfaces import (
+    AnswerResult,
+    Components,
+    ContextItem,
+    Decision,
+    Extraction,
+    MemoryEvent,
+    Sentence,
+    SimilarMemory,
+    Verdict,
+)
+from memtrace_otel.embeddings import load_wordllama
+from memtrace_otel.text import CHAT_STOPWORDS, content_tokens, sentences, stem, token_f1, words
+
+__all__ = [
+    "ExtractiveAnswerer",
+    "F1Judge",
+    "LexicalEmbedder",
+    "RuleDecider",
+    "RuleExtractor",
+    "WordLlamaEmbedder",
+    "default_embedder",
+    "load_wordllama",
+    "offline_components",
+]
+
+_logger = logging.getLogger(__name__)
+_TEMPORAL = re.compile(r"^\s*(when\b|what (year|month|date|day)\b|which (year|month)\b)", re.I)
+_MAX_ANSWER_WORDS = 6
+_MAX_CANDIDATES = 25
+DEFAULT_F1_THRESHOLD = 0.4
+_NEGATION = re.compile(r"\b(no longer|not anymore|any more|stopped|quit|gave up|broke up|sold)\b", re.I)
+
+
+class ExtractiveAnswerer:
+    """Reads the answer off the context sentence that best matches the question.
+
+    Temporal questions ("when ...") are answered with the date of that
+    sentence; others with its words that the question does not already say
+    (at most six). Ranking is lexical overlap of stemmed content words, with
+    the speaker's name counted as a word of the sentence.
+    """
+
+    def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
+        ranked = self.candidates(question, context)
+        return ranked[0] if ranked else AnswerResult("I don't know.")
+
+    def candidates(self, question: str, context: Sequence[ContextItem]) -> list[AnswerResult]:
+        """Every context sentence as an answer, best first (ties keep context order)."""
+        wanted = set(content_tokens(question))
+        scored: list[tuple[float, int, Sentence, str]] = []
+        position = 0
+        for item in context:
+            for sentence in item.sentences:
+                score = _overlap(wanted, sentence)
+                if score > 0:
+                    scored.append((-score, position, sentence, item.unit))
+                position += 1
+        scored.sort(key=lambda entry: (entry[0], entry[1]))
+        return [AnswerResult(self._phrase(question, wanted, sentence), sentence, unit)
+                for _, _, sentence, unit in scored[:_MAX_CANDIDATES]]
+
+    @staticmethod
+    def _phrase(question: str, wanted: set[str], sentence: Sentence) -> str:
+        if _TEMPORAL.search(question):
+            return sentence.date
+        speaker = stem(sentence.speaker.lower())
+        kept = [w for w in words(sentence.text)
+                if w not in CHAT_STOPWORDS and stem(w) not in wanted and stem(w) != speaker and len(w) > 1]
+        return " ".join(kept[:_MAX_ANSWER_WORDS]) or sentence.text
+
+
+def _overlap(wanted: set[str], sentence: Sentence) -> float:
+    tokens = set(content_tokens(sentence.text))
+    tokens.add(stem(sentence.speaker.lower()))
+    shared = wanted & tokens
+    # Prefer short, dense sentences among equal overlaps.
+    return len(shared) + len(shared) / (len(tokens) + 4)
+
+
+class F1Judge:
+    """Pass when the normalised token F1 against the gold reaches ``threshold``."""
+
+    def __init__(self, threshold: float = DEFAULT_F1_THRESHOLD) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError("threshold must be in (0, 1]")
+        self.threshold = threshold
+
+    def judge(self, question: str, prediction: str, gold: str) -> Verdict:
+        score = token_f1(prediction, gold)
+        passed = score >= self.threshold
+        return Verdict(passed, score, f"token F1 {score:.2f} {'>=' if passed else '<'} {self.threshold}")
+
+
+class RuleExtractor:
+    """Keeps the sentences of a message that state something (two content words, not a question)."""
+
+    def extract(self, turn: Turn) -> Extraction:
+        facts = []
+        for text in sentences(turn.text):
+            if text.endswith("?") or len(content_tokens(text)) < 2:
+                continue
+            facts.append(Sentence(turn.dia_id, turn.speaker, turn.date, text))
+        return Extraction(facts)
+
+
+class RuleDecider:
+    """Mem0's update decision by rules over the search's similarity (token Jaccard).
+
+    A near-duplicate of the best match (``>= duplicate``) is NONE; a related fact
+    (``>= related``) that negates it ("no longer", "quit", ...) DELETEs it, one
+    that does not UPDATEs (merges into) it while it holds fewer than
+    ``max_sentences``; anything else is ADDed.
+    """
+
+    def __init__(self, duplicate: float = 0.7, related: float = 0.3, max_sentences: int = 3) -> None:
+        if not 0.0 <= related <= duplicate <= 1.0:
+            raise ValueError("need 0 <= related <= duplicate <= 1")
+        self.duplicate, self.related, self.max_sentences = duplicate, related, max_sentences
+
+    def decide(self, fact: Sentence, similar: Sequence[SimilarMemory]) -> Decision:
+        best = similar[0] if similar else None
+        if best is None or best.score < self.related:
+            return Decision(MemoryEvent.ADD, reason="no related memory")
+        if best.score >= self.duplicate:
+            return Decision(MemoryEvent.NONE, best.unit, f"near-duplicate ({best.score:.2f})")
+        if _NEGATION.search(fact.text):
+            return Decision(MemoryEvent.DELETE, best.unit, f"negates a related memory ({best.score:.2f})")
+        if len(best.sentences) < self.max_sentences:
+            return Decision(MemoryEvent.UPDATE, best.unit, f"related ({best.score:.2f})")
+        return Decision(MemoryEvent.ADD, reason=f"related memory {best.unit} is full")
+
+
+class LexicalEmbedder:
+    """Hashed bag of stemmed content words: the fallback when wordllama is absent."""
+
+    name = "lexical-hash-512"
+
+    def __init__(self, dimensions: int = 512) -> None:
+        self.dimensions = dimensions
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in content_tokens(text):
+                digest = hashlib.blake2b(token.encode(), digest_size=4).digest()
+                matrix[row, int.from_bytes(digest, "little") % self.dimensions] += 1.0
+        return _unit_rows(matrix)
+
+
+class WordLlamaEmbedder:
+    """wordllama's static token embeddings (weights ship inside the package)."""
+
+    name = "wordllama-256"
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 256), dtype=np.float32)
+        return _unit_rows(np.asarray(self._model.embed(list(texts)), dtype=np.float32))
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def default_embedder(prefer: str = "auto") -> WordLlamaEmbedder | LexicalEmbedder:
+    """wordllama when available (``prefer="auto"``), else the lexical embedder."""
+    if prefer not in ("auto", "lexical", "wordllama"):
+        raise ValueError("prefer must be auto, lexical or wordllama")
+    model = load_wordllama() if prefer != "lexical" else None
+    if model is None:
+        if prefer == "wordllama":
+            raise RuntimeError("wordllama is not available (pip install 'memtrace-otel[bench]')")
+        return LexicalEmbedder()
+    return WordLlamaEmbedder(model)
+
+
+def offline_components(*, embedder: str = "auto", threshold: float = DEFAULT_F1_THRESHOLD) -> Components:
+    """The deterministic offline steps."""
+    chosen = default_embedder(embedder)
+    return Components(ExtractiveAnswerer(), F1Judge(threshold), RuleExtractor(), chosen, RuleDecider(),
+                      {"answerer": "extractive", "judge": f"token-f1>={threshold}",
+                       "extractor": "rules", "decider": "rules", "embedder": chosen.name})

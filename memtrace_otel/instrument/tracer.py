@@ -1,0 +1,167 @@
+"""The entry point of the instrumentation: :class:`MemoryTracer` opens traced memory operations.
+
+It wraps the application's TracerProvider (the global one by default) and
+installs no exporter. What goes on spans is decided here, once: content
+capture (constructor, else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)
+and the truncation limit; operations only test the resulting boolean.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, TracerProvider
+
+from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
+from memtrace_otel.instrument.operation import Operation
+from memtrace_otel.instrument.variables import ContentStore, VariableRegistry
+from memtrace_otel.semconv import INSTRUMENTATION_SCOPE, Category, GenAI, GenAIOperation, MemTrace
+from memtrace_otel.version import __version__
+
+__all__ = ["MemoryTracer"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MemoryTracer:
+    """Opens traced memory operations on the application's TracerProvider.
+
+    Parameters
+    ----------
+    tracer_provider:
+        Provider to create spans with; the global one when ``None``.
+    capture_content:
+        Record contents (variable contents, queries, retrieved records, verdict texts)
+        on spans. ``None`` decides from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+        (off unless set).
+    content_max_chars:
+        Truncation limit of one captured content string.
+    keep_content_in_process:
+        How many variable contents to keep in this process's
+        :class:`ContentStore` for in-process attribution, exported or not
+        (0 disables).
+    registry:
+        The version registry to share with another tracer of this process.
+
+    Raises
+    ------
+    ValueError
+        ``content_max_chars`` below 1.
+
+    Thread-safe: the registry and content store carry their own locks; the
+    rest is set once here.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        capture_content: bool | None = None,
+        content_max_chars: int | None = None,
+        keep_content_in_process: int = 50_000,
+        registry: VariableRegistry | None = None,
+    ) -> None:
+        if content_max_chars is not None and content_max_chars < 1:
+            raise ValueError("content_max_chars must be >= 1")
+        if capture_content is None:
+            capture_content = content_capture_from_env() is ContentCapture.SPAN
+        self.capture_content = capture_content
+        self.content_max_chars = content_max_chars or content_max_chars_from_env()
+        self.registry = registry if registry is not None else VariableRegistry()
+        self.contents = ContentStore(keep_content_in_process)
+        self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, __version__, tracer_provider=tracer_provider)
+
+    def operation(
+        self,
+        name: str,
+        category: Category | str = Category.OTHER,
+        *,
+        gen_ai_operation: GenAIOperation | str | None = None,
+        store_id: str | None = None,
+        record_id: str | None = None,
+        data_source_id: str | None = None,
+        provider: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        span_name: str | None = None,
+    ) -> Operation:
+        """A traced operation, used as ``with tracer.operation(...) as op:``.
+
+        Parameters
+        ----------
+        name, category:
+            The application's name for the operation (``memtrace.operation.name``, on
+            every span) and its role in the pipeline.
+        gen_ai_operation:
+            ``create_memory``, ``search_memory`` ... makes it a GenAI memory-client span
+            (kind ``CLIENT``) named ``{operation} {store_id}``.
+        store_id:
+            ``gen_ai.memory.store.id`` of a GenAI memory span.
+        record_id, data_source_id, provider:
+            ``gen_ai.memory.record.id`` (the one record the operation acts on),
+            ``gen_ai.data_source.id`` (the source a retrieval searches) and
+            ``gen_ai.provider.name``, known when the operation starts.
+        attributes:
+            More start attributes, set as given.
+        span_name:
+            Overrides the span name.
+
+        Raises
+        ------
+        ValueError
+            ``category`` is not a :class:`Category`.
+        """
+        category = category if type(category) is Category else Category(category)
+        start: dict[str, Any] = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
+        kind = SpanKind.INTERNAL
+        if gen_ai_operation:
+            kind = SpanKind.CLIENT
+            start[GenAI.OPERATION_NAME] = str(gen_ai_operation)
+            if store_id:
+                start[GenAI.MEMORY_STORE_ID] = store_id
+            span_name = span_name or f"{gen_ai_operation} {store_id or name}"
+        if record_id is not None or data_source_id is not None or provider is not None:
+            _optional(start, record_id=record_id, data_source_id=data_source_id, provider=provider)
+        if attributes:
+            start.update(attributes)
+        return Operation(self, name, category, span_name=span_name or name, kind=kind, attributes=start,
+                         gen_ai_operation=gen_ai_operation or None)
+
+    def traced(
+        self, name: str | None = None, category: Category | str = Category.OTHER, **options: Any
+    ) -> Callable[[F], F]:
+        """Decorator form of :meth:`operation`, for sync and async functions.
+
+        The function finds its operation with :func:`current_operation`.
+        """
+
+        def decorate(function: F) -> F:
+            op_name = name or function.__qualname__
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    with self.operation(op_name, category, **options):
+                        return await function(*args, **kwargs)
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(function)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self.operation(op_name, category, **options):
+                    return function(*args, **kwargs)
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+
+def _optional(start: dict[str, Any], *, record_id: str | None, data_source_id: str | None,
+              provider: str | None) -> None:
+    for key, value in ((GenAI.MEMORY_RECORD_ID, record_id), (GenAI.DATA_SOURCE_ID, data_source_id),
+                       (GenAI.PROVIDER_NAME, provider)):
+        if value is not None:
+            start[key] = value

@@ -1,0 +1,43 @@
+"""What the readers need from a trace backend: the spans of some traces, by id.
+
+A backend (Jaeger's query API today; Tempo or an OTLP store tomorrow) is any
+object with a ``name`` and :meth:`TraceBackend.fetch_traces`. The fetch never
+raises for a bad answer: what could not be fetched is a :class:`Problem`, and
+``received`` says which traces really came back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from memtrace_otel.spans.model import Problem, SpanRecord
+
+__all__ = ["BackendFetch", "TraceBackend"]
+
+
+@dataclass
+class BackendFetch:
+    """The outcome of one :meth:`TraceBackend.fetch_traces` call."""
+
+    spans: list[SpanRecord] = field(default_factory=list)
+    received: set[str] = field(default_factory=set)
+    """Trace ids (32 lowercase hex digits) the backend answered with at least one span."""
+    problems: list[Problem] = field(default_factory=list)
+    """One per trace not fetched or answer not understood (or one for many traces that failed alike)."""
+
+
+@runtime_checkable
+class TraceBackend(Protocol):
+    """A store of finished traces that can be asked for some of them by id.
+
+    Implementations are thread-safe: one instance may serve concurrent fetches.
+    """
+
+    name: str
+    """Says which backend, in messages (e.g. ``"Jaeger http://127.0.0.1:16686"``)."""
+
+    def fetch_traces(self, trace_ids: Sequence[str]) -> BackendFetch:
+        """The spans of ``trace_ids``; bounded in time, never raises for a bad answer or id."""
+        ...

@@ -1,0 +1,302 @@
+"""One text toolkit: word tokens, stop words, stemming, sentences, dates and numbers, token F1.
+
+Two readers of chat text use it: the attribution engines (is a fact still
+present in a memory? :mod:`memtrace_otel.attribution.presence`) and the
+benchmark's reference systems (their offline reader, extractor and lexical
+embedder, :mod:`memtrace_otel.bench.systems`). They share every primitive
+here; where they read text differently, the difference is a named constant or
+keyword, never a second copy:
+
+=========================  ===============================  ===================================
+                           reference systems ("chat")        presence test ("facts")
+=========================  ===============================  ===================================
+word pattern               :data:`CHAT_WORD` ("i'm", "7th")  :data:`WORD_OR_NUMBER` ("7", "th")
+stop words                 :data:`CHAT_STOPWORDS`            :data:`FACT_STOPWORDS`
+:func:`stem`               ``min_stem=3, sibilant_es=True``  ``min_stem=4, sibilant_es=False``
+numbers, months, ordinals  as written                        canonical (:func:`normalize_token`)
+entry point                :func:`content_tokens`            :func:`fact_tokens`
+=========================  ===============================  ===================================
+
+The settings are pinned: the reference systems' choices decide which
+benchmark cases exist (``memtrace bench build`` must write the same labels for
+the same seed), and the presence test's decide the attribution verdicts.
+Both stop lists are one shared core (:data:`STOPWORDS`) plus the words each
+tokenizer needs on top (contractions with or without their apostrophe).
+
+Everything is deterministic and dependency-free; hot functions are memoised
+process-wide (the benchmark tokenises the same messages thousands of times).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from collections import Counter
+
+__all__ = [
+    "CHAT_STOPWORDS",
+    "CHAT_WORD",
+    "FACT_STOPWORDS",
+    "MONTHS",
+    "MONTH_NAMES",
+    "NUMBER_WORDS",
+    "SENTENCE_END",
+    "STOPWORDS",
+    "WORD_OR_NUMBER",
+    "content_tokens",
+    "fact_tokens",
+    "normalize_answer",
+    "normalize_token",
+    "sentences",
+    "short_date",
+    "stem",
+    "strip_ordinals",
+    "token_f1",
+    "words",
+]
+
+# -- tokens ------------------------------------------------------------------------------------
+
+CHAT_WORD = re.compile(r"[A-Za-z0-9']+")
+"""A chat word: letters, digits and apostrophes together (``i'm``, ``7th``, ``2023``)."""
+
+WORD_OR_NUMBER = re.compile(r"[A-Za-z]+|\d+")
+"""A run of letters or a run of digits (``7th`` -> ``7``, ``th``; ``i'm`` -> ``i``, ``m``)."""
+
+
+def words(text: str, *, pattern: re.Pattern[str] = CHAT_WORD, lower: bool = True) -> list[str]:
+    """Word tokens of ``text`` by ``pattern``, lower-cased unless ``lower=False``.
+
+    Parameters
+    ----------
+    text : the text.
+    pattern : :data:`CHAT_WORD` (default) or :data:`WORD_OR_NUMBER`.
+    lower : lower-case the tokens (the presence test keeps case to spot names).
+
+    >>> words("Hey Mel! I'm fine on the 7th.")
+    ['hey', 'mel', "i'm", 'fine', 'on', 'the', '7th']
+    >>> words("I'm Mel, 7th", pattern=WORD_OR_NUMBER, lower=False)
+    ['I', 'm', 'Mel', '7', 'th']
+    """
+    found = pattern.findall(text)
+    return [w.lower() for w in found] if lower else found
+
+
+# -- stop words --------------------------------------------------------------------------------
+# One string rather than a list literal: easier to read and to extend.
+
+STOPWORDS = frozenset(
+    """
+a about above after again against all also am an and any are at be been before being below between
+both but by can could did do does doing don down during each few for from further get go going gonna
+got had has have having he her here hers herself hey hi him himself his how i if in into is it it's
+its itself just like lot me more most much my myself no nor not now of off oh on once one only or
+other our ours ourselves out over own really s same she should so some such t than thank thanks that
+the their theirs them themselves then there these they thing things this those through to too under
+up very was we were what when where which who whom why will with would wow yeah yes you your yours
+yourself
+""".split()  # noqa: SIM905
+)
+"""The core both stop lists share: English function words and chat fillers."""
+
+CHAT_STOPWORDS = STOPWORDS | frozenset(
+    """
+aren't can't cannot couldn't didn't doesn't don't good great hadn't hasn't haven't he'd he'll he's
+here's how's i'd i'll i'm i've isn't know let's mustn't ought shan't she'd she'll she's shouldn't
+that's there's they'd they'll they're they've think wasn't we'd we'll we're we've weren't what's
+when's where's who's why's won't wouldn't you'd you'll you're you've
+""".split()  # noqa: SIM905
+)
+"""Stop words for :data:`CHAT_WORD` tokens: contractions keep their apostrophe."""
+
+FACT_STOPWORDS = STOPWORDS | frozenset(
+    """
+anything as because didn doesn im isn ive let lets something thats until wanna wasn went while youre
+yourselves
+""".split()  # noqa: SIM905
+)
+"""Stop words for :data:`WORD_OR_NUMBER` tokens: contractions as the pieces that pattern leaves."""
+
+
+# -- stemming ----------------------------------------------------------------------------------
+
+_SUFFIXES = ("ing", "ed", "es", "s")
+_SIBILANT_ES = ("ses", "xes", "ches", "shes")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str, *, min_stem: int = 3, sibilant_es: bool = True) -> str:
+    """A crude suffix stripper (``-ing``, ``-ed``, ``-es``, ``-s``): enough to match "painting" with "paint".
+
+    Parameters
+    ----------
+    word : a lower-case word.
+    min_stem : the shortest stem a suffix may leave (3: "uses" -> "use"; 4 keeps "uses").
+    sibilant_es : strip a whole ``-es`` only after a sibilant ("classes" -> "class") and
+        just the ``-s`` otherwise ("likes" -> "like"); ``False`` strips ``-es`` always.
+
+    >>> [stem(w) for w in ["painting", "paints", "painted", "classes", "changes", "uses", "is"]]
+    ['paint', 'paint', 'paint', 'class', 'change', 'use', 'is']
+    >>> [stem(w, min_stem=4, sibilant_es=False) for w in ["classes", "changes", "uses"]]
+    ['class', 'chang', 'uses']
+    """
+    for suffix in _SUFFIXES:
+        if len(word) >= len(suffix) + min_stem and word.endswith(suffix):
+            if suffix == "es" and sibilant_es and not word.endswith(_SIBILANT_ES):
+                return word[:-1]
+            return word[: -len(suffix)]
+    return word
+
+
+# -- dates and numbers -------------------------------------------------------------------------
+
+NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "first": "1", "second": "2", "third": "3", "once": "1", "twice": "2",
+}
+"""Number words (and ordinals, "once", "twice") by the digits they mean."""
+
+MONTHS = {
+    "jan": "january", "feb": "february", "mar": "march", "apr": "april", "jun": "june",
+    "jul": "july", "aug": "august", "sep": "september", "sept": "september", "oct": "october",
+    "nov": "november", "dec": "december",
+}
+"""Month abbreviations by full name ("may" has none)."""
+
+MONTH_NAMES = frozenset(MONTHS.values()) | {"may"}
+
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
+_DATE = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")
+_LONG_NUMBER = 6  # digits from which a number is an id, kept verbatim (leading zeros matter)
+
+
+def strip_ordinals(text: str) -> str:
+    """``7th`` -> ``7``, ``1st`` -> ``1``.
+
+    >>> strip_ordinals("the 7th and 21st of May")
+    'the 7 and 21 of May'
+    """
+    return _ORDINAL.sub(r"\1", text)
+
+
+@functools.lru_cache(maxsize=65536)
+def normalize_token(word: str, *, min_stem: int = 4, sibilant_es: bool = False) -> str:
+    """The canonical form of one token: digits without leading zeros, full month names,
+    number words as digits, otherwise the :func:`stem` (the presence test's settings by default).
+
+    >>> [normalize_token(w) for w in ["007", "Sept", "May", "two", "Painted"]]
+    ['7', 'september', 'may', '2', 'paint']
+    """
+    lower = word.lower()
+    if lower.isdigit():
+        return str(int(lower)) if len(lower) < _LONG_NUMBER else lower
+    lower = MONTHS.get(lower, lower)
+    if lower in MONTH_NAMES:
+        return lower
+    return NUMBER_WORDS.get(lower) or stem(lower, min_stem=min_stem, sibilant_es=sibilant_es)
+
+
+def short_date(date_text: str) -> str:
+    """``1:56 pm on 8 May, 2023`` -> ``8 May 2023`` (unchanged when it does not parse).
+
+    >>> short_date("1:56 pm on 8 May, 2023")
+    '8 May 2023'
+    """
+    match = _DATE.search(date_text)
+    if match is None:
+        return date_text.strip()
+    return f"{int(match.group(1))} {match.group(2)} {match.group(3)}"
+
+
+# -- the two tokenizers ------------------------------------------------------------------------
+
+def content_tokens(text: str) -> list[str]:
+    """Chat content words: stemmed :data:`CHAT_WORD` tokens that are not :data:`CHAT_STOPWORDS`.
+
+    What the reference systems match on (reader, extractor, lexical embedder, similarity).
+
+    >>> content_tokens("What did Caroline research?")
+    ['caroline', 'research']
+    """
+    return list(_content_tokens(text))
+
+
+@functools.lru_cache(maxsize=65536)
+def _content_tokens(text: str) -> tuple[str, ...]:
+    return tuple(stem(w.strip("'")) for w in words(text)
+                 if w not in CHAT_STOPWORDS and len(w.strip("'")) > 1)
+
+
+def fact_tokens(text: str | None) -> frozenset[str]:
+    """Fact tokens: :func:`normalize_token` of each :data:`WORD_OR_NUMBER` token, ordinals
+    stripped, :data:`FACT_STOPWORDS` left out. What the presence test compares.
+
+    >>> sorted(fact_tokens("She painted two sunsets on the 3rd of Sept."))
+    ['2', '3', 'paint', 'september', 'sunset']
+    """
+    return _fact_tokens(text) if text else frozenset()
+
+
+# Cases of one benchmark or span file share most contents (the ingestion is the same), so
+# tokenising is memoised process-wide; this is what keeps an attribution within its time budget.
+@functools.lru_cache(maxsize=200_000)
+def _fact_tokens(text: str) -> frozenset[str]:
+    pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
+    return frozenset(normalize_token(w) for w in pieces if w.lower() not in FACT_STOPWORDS)
+
+
+# -- sentences ---------------------------------------------------------------------------------
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+"""Where a sentence ends: whitespace after ``.``, ``!`` or ``?``."""
+
+
+def sentences(text: str, *, strip: bool = True) -> list[str]:
+    """Split a chat message into its non-blank sentences.
+
+    ``strip=False`` keeps each piece as cut (the outer whitespace of ``text``
+    stays on the first and last piece), for callers that glue pieces back.
+
+    >>> sentences("Hi! I went to a group yesterday. It was great")
+    ['Hi!', 'I went to a group yesterday.', 'It was great']
+    >>> sentences(" Hi!  Bye ", strip=False)
+    [' Hi!', 'Bye ']
+    """
+    if strip:
+        return [s.strip() for s in SENTENCE_END.split(text.strip()) if s.strip()]
+    return [s for s in SENTENCE_END.split(text) if s.strip()]
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD-style normalisation: lower case, no punctuation, no articles, single spaces.
+
+    >>> normalize_answer("The  Sunday, before 25 May!")
+    'sunday before 25 may'
+    """
+    text = text.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """Token F1 of the normalised prediction against the normalised gold (LoCoMo's metric).
+
+    >>> round(token_f1("8 May 2023", "7 May 2023"), 3)
+    0.667
+    >>> token_f1("", "x")
+    0.0
+    """
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = Counter(pred) & Counter(ref)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)

@@ -1,0 +1,229 @@
+"""An attribution verdict written back into the traces as new spans.
+
+Stored spans are immutable in Jaeger and Tempo, but both accept late spans for
+a trace id they already hold, so a verdict is added rather than edited in:
+
+* ``memtrace.attribution``, in the failed trace, child of the evaluation span,
+  with a link to the root-cause span;
+* ``memtrace.root_cause``, in the root-cause span's own trace (often an older
+  ingestion trace), child of the root-cause span, with a link back to the
+  evaluation span.
+
+Both carry the same fields (``memtrace.error_type``, ``memtrace.root_cause.*``,
+``memtrace.attribution.*``), status ``ERROR`` and the GenAI
+``gen_ai.evaluation.result`` event, so whoever opens either trace sees the
+verdict, and a tag search finds both. When the root cause is in the failed
+trace itself both spans are still written (one under each span).
+
+The spans start now and last as long as it takes to write them: a late span's
+time is when the verdict was made, not when the failure happened.
+
+These are plain functions over a given tracer; they create nothing else and
+run with instrumentation suppressed, so the write-back never traces itself.
+Thread-safe as far as the tracer is (the SDK's is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags, Tracer
+
+from memtrace_otel.attribution import Attribution
+from memtrace_otel.semconv import (
+    ROOT_CAUSE_EVALUATION_NAME,
+    AnnotationSpan,
+    GenAI,
+    GenAIEvent,
+    MemTraceAttribution,
+)
+from memtrace_otel.suppress import suppress_instrumentation
+
+__all__ = [
+    "annotation_attributes",
+    "root_cause_context",
+    "write_annotations",
+    "write_attribution_span",
+    "write_root_cause_span",
+]
+
+_A = MemTraceAttribution
+
+
+def root_cause_context(attribution: Attribution) -> SpanContext | None:
+    """The span context of the blamed operation, from the verdict's ids; ``None`` when unattributed.
+
+    The span was recorded (it is in the graph), hence sampled.
+
+    >>> from memtrace_otel.attribution import Attribution, FailureCase
+    >>> verdict = Attribution("lineage", FailureCase("op:e"), trace_id="ab" * 16, span_id="cd" * 8)
+    >>> f"{root_cause_context(verdict).span_id:016x}"
+    'cdcdcdcdcdcdcdcd'
+    """
+    try:
+        trace_id, span_id = int(attribution.trace_id or "", 16), int(attribution.span_id or "", 16)
+    except ValueError:
+        return None
+    context = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return context if context.is_valid else None  # zero, negative or too long: not a span
+
+
+def annotation_attributes(
+    attribution: Attribution, evaluation: SpanContext, role: AnnotationSpan, *,
+    include_explanation: bool = True,
+) -> dict[str, Any]:
+    """The attributes both write-back spans carry (``role`` says which span this is).
+
+    ``include_explanation=False`` writes a structural explanation (names, ids and
+    error type) instead of the engine's, which may quote memory contents: use it
+    when content capture is off.
+
+    >>> from memtrace_otel.attribution import Attribution, FailureCase
+    >>> from memtrace_otel.semconv import ErrorType
+    >>> verdict = Attribution("lineage", FailureCase("op:e"), operation="op:x", trace_id="ab" * 16,
+    ...                       span_id="cd" * 8, operation_name="search", category="retrieval",
+    ...                       error_type=ErrorType.RETRIEVAL, confidence=0.9)
+    >>> evaluation = SpanContext(1, 2, is_remote=False)
+    >>> attributes = annotation_attributes(verdict, evaluation, AnnotationSpan.ATTRIBUTION)
+    >>> attributes["memtrace.error_type"], attributes["memtrace.root_cause.operation.name"]
+    ('RetrievalError', 'search')
+    """
+    attributes: dict[str, Any] = {
+        _A.ANNOTATION: role.value,
+        _A.ENGINE: attribution.engine,
+        _A.EVALUATION_TRACE_ID: f"{evaluation.trace_id:032x}",
+        _A.EVALUATION_SPAN_ID: f"{evaluation.span_id:016x}",
+    }
+    if attribution.operation is None:
+        attributes[_A.FAILURE_REASON] = attribution.failure_reason or "no operation was blamed"
+        return attributes
+    optional = {
+        _A.ERROR_TYPE: attribution.error_type.value if attribution.error_type else None,
+        _A.ROOT_CAUSE_OPERATION_NAME: attribution.operation_name,
+        _A.ROOT_CAUSE_OPERATION_CATEGORY: attribution.category,
+        _A.ROOT_CAUSE_TRACE_ID: attribution.trace_id,
+        _A.ROOT_CAUSE_SPAN_ID: attribution.span_id,
+        _A.EVIDENCE_PATH: list(attribution.evidence_path) or None,
+    }
+    attributes.update((key, value) for key, value in optional.items() if value)
+    attributes[_A.CONFIDENCE] = float(attribution.confidence)
+    attributes[_A.EXPLANATION] = _explanation(attribution, include_explanation)
+    return attributes
+
+
+def _explanation(attribution: Attribution, include_explanation: bool) -> str:
+    if include_explanation and attribution.explanation:
+        return attribution.explanation
+    # Without content capture the engine's words may quote what the spans deliberately left out.
+    return (f"{attribution.operation_name} ({attribution.category}) is the root cause: "
+            f"{_error_type(attribution)}, confidence {attribution.confidence:g}")
+
+
+def _error_type(attribution: Attribution) -> str:
+    return attribution.error_type.value if attribution.error_type else "unknown error type"
+
+
+def _result_event(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The GenAI ``gen_ai.evaluation.result`` event: the verdict as an evaluation of the failure."""
+    event: dict[str, Any] = {GenAI.EVALUATION_NAME: ROOT_CAUSE_EVALUATION_NAME}
+    if _A.ERROR_TYPE in attributes:
+        event[GenAI.EVALUATION_SCORE_LABEL] = attributes[_A.ERROR_TYPE]
+        event[GenAI.EVALUATION_SCORE_VALUE] = attributes[_A.CONFIDENCE]
+    explanation = attributes.get(_A.EXPLANATION) or attributes.get(_A.FAILURE_REASON)
+    if explanation:
+        event[GenAI.EVALUATION_EXPLANATION] = explanation
+    return event
+
+
+def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: SpanContext | None,
+           attributes: dict[str, Any]) -> Span:
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    links = [Link(link)] if link is not None else None
+    status = None
+    if _A.ERROR_TYPE in attributes:
+        status = Status(StatusCode.ERROR,
+                        f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}")
+    with suppress_instrumentation():
+        span = tracer.start_span(role.value, context=context, kind=SpanKind.INTERNAL,
+                                 attributes=attributes, links=links)
+        try:
+            if status is not None:
+                span.set_status(status)
+            span.add_event(GenAIEvent.EVALUATION_RESULT, _result_event(attributes))
+        finally:
+            span.end()
+    return span
+
+
+def write_attribution_span(
+    tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
+    root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+) -> Span:
+    """Write ``memtrace.attribution`` as a child of ``evaluation``, linked to the root cause.
+
+    Parameters
+    ----------
+    tracer:
+        Where the span goes (a tracer of the application's provider).
+    attribution:
+        The verdict; an unattributed one gives a span with
+        ``memtrace.attribution.failure_reason``, no link and status unset.
+    evaluation:
+        The failed evaluation span (remote contexts are fine).
+    root_cause:
+        The blamed span; by default made from the verdict's ids.
+
+    Returns
+    -------
+    Span
+        The ended span.
+    """
+    link = (root_cause or root_cause_context(attribution)) if attribution.operation else None
+    attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
+                                       include_explanation=include_explanation)
+    return _write(tracer, AnnotationSpan.ATTRIBUTION, evaluation, link, attributes)
+
+
+def write_root_cause_span(
+    tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
+    root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+) -> Span | None:
+    """Write ``memtrace.root_cause`` as a child of the blamed span, linked back to ``evaluation``.
+
+    Returns the ended span, or ``None`` for an unattributed verdict (there is no root cause).
+    """
+    parent = root_cause or root_cause_context(attribution)
+    if parent is None or attribution.operation is None:
+        return None
+    attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ROOT_CAUSE,
+                                       include_explanation=include_explanation)
+    return _write(tracer, AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes)
+
+
+def write_annotations(
+    tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
+    root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+) -> list[Span]:
+    """Both write-back spans of one verdict (one when it is unattributed).
+
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from memtrace_otel.attribution import Attribution, FailureCase
+    >>> from memtrace_otel.semconv import ErrorType
+    >>> verdict = Attribution("lineage", FailureCase("op:e"), operation="op:x", trace_id="ab" * 16,
+    ...                       span_id="cd" * 8, operation_name="delete", category="deletion",
+    ...                       error_type=ErrorType.DELETION, confidence=0.9)
+    >>> tracer = TracerProvider().get_tracer("memtrace_otel.writeback")
+    >>> evaluation = SpanContext(0xEF, 0x12, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    >>> [(s.name, f"{s.parent.span_id:x}", s.status.description)
+    ...  for s in write_annotations(tracer, verdict, evaluation)]  # doctest: +NORMALIZE_WHITESPACE
+    [('memtrace.attribution', '12', 'DeletionError in delete'),
+     ('memtrace.root_cause', 'cdcdcdcdcdcdcdcd', 'DeletionError in delete')]
+    """
+    spans = [write_attribution_span(tracer, attribution, evaluation, root_cause,
+                                    include_explanation=include_explanation)]
+    other = write_root_cause_span(tracer, attribution, evaluation, root_cause,
+                                  include_explanation=include_explanation)
+    if other is not None:
+        spans.append(other)
+    return spans

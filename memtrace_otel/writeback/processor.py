@@ -1,0 +1,388 @@
+"""Attribution inside the application: a span processor beside the application's exporter.
+
+:class:`AttributionSpanProcessor` keeps a bounded index of recent memory
+operation spans and, when an evaluation span ends with
+``memtrace.evaluation.passed = false``, hands the failure to a background
+worker. The worker rebuilds the memory evolution graph from the index (with
+the tracer's in-process contents, so it works with content capture off), runs
+the engine, and writes the verdict back as spans through the same provider
+(:mod:`memtrace_otel.writeback.annotations`), where the application's exporter
+sends them on to Jaeger or Tempo like any other span.
+
+Register it **before** the exporter's processor::
+
+    provider = TracerProvider()
+    memory = MemoryTracer(provider)
+    provider.add_span_processor(AttributionSpanProcessor(memory, tracer_provider=provider))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+
+Processors are flushed and shut down in registration order: registered
+first, this one drains its queue (emitting the last annotation spans into the
+exporter's processor) before the exporter's processor flushes or shuts down.
+Registered after it, the annotation spans of the final drain reach an
+exporter's processor that has already flushed (they wait for its next export)
+or shut down (they are dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from collections import Counter, deque
+from collections.abc import Mapping
+from typing import Any
+
+import networkx as nx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import SpanContext, Tracer, TracerProvider
+
+from memtrace_otel.attribution import Engine, FailureCase, create_engine
+from memtrace_otel.graph import build_graph, operation_node_id
+from memtrace_otel.instrument import MemoryTracer
+from memtrace_otel.semconv import GENAI_OPERATION_CATEGORY, WRITEBACK_SCOPE, GenAI, MemTrace
+from memtrace_otel.spans.model import SpanRecord, record_from_readable
+from memtrace_otel.suppress import suppress_instrumentation
+from memtrace_otel.version import __version__
+from memtrace_otel.writeback.annotations import write_annotations
+
+__all__ = ["AttributionSpanProcessor"]
+
+_logger = logging.getLogger(__name__)
+
+_DEFAULT_MAX_SPANS = 10_000
+_DEFAULT_MAX_AGE_SECONDS = 3600.0
+_DEFAULT_MAX_QUEUE = 256
+_DEFAULT_TIMEOUT_MILLIS = 30_000
+
+_CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
+_PASSED = MemTrace.EVALUATION_PASSED
+_KEYS = frozenset({_CATEGORY, _GEN_AI_OPERATION, _PASSED})
+_MEMORY_OPERATIONS = frozenset(operation.value for operation in GENAI_OPERATION_CATEGORY)
+
+
+def _positive_int(name: str, value: object) -> int:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, not {value!r}")
+    return value
+
+
+def _positive_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+    return float(value)
+
+
+class AttributionSpanProcessor(SpanProcessor):
+    """Attributes failed evaluations as they end and writes the verdicts back as spans.
+
+    Parameters
+    ----------
+    tracer:
+        The application's :class:`~memtrace_otel.MemoryTracer`; its in-process
+        content store fills in the contents the spans do not carry.
+    tracer_provider:
+        Provider the annotation spans are written through (scope
+        ``memtrace_otel.writeback``); the global one when ``None``. Give the
+        provider this processor is added to.
+    engine:
+        Engine name (``lineage`` by default) or an :class:`Engine` object; only
+        the worker thread uses it.
+    engine_options:
+        Options for :func:`~memtrace_otel.attribution.create_engine`.
+    max_spans, max_age_seconds:
+        Bounds of the index of recent memory-operation spans; the oldest go
+        first. A root cause older than either cannot be found. About a quarter
+        of ``max_spans`` more wait for the worker to index them (it is woken
+        when they are that many, or by a failure or a flush).
+    max_queue:
+        Failed evaluations waiting for the worker; beyond it new ones are
+        dropped (counted in :meth:`stats`, warned about once).
+    capture_content:
+        Write the engine's explanation (which may quote memory contents) on the
+        annotation spans; by default as the tracer captures content.
+
+    Raises
+    ------
+    ValueError
+        A bound is not a positive number, or the engine name is unknown.
+
+    Thread safety: ``on_end`` may be called from any thread; it does constant
+    work and takes no lock for an ordinary span or a memory operation (it
+    appends to a deque, atomic in CPython), never raises, never waits for the
+    worker. The worker alone owns the index. The job queue and the counters
+    have a lock each. ``force_flush`` and ``shutdown`` may be called from any
+    thread but the worker's.
+    """
+
+    def __init__(
+        self,
+        tracer: MemoryTracer,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        engine: str | Engine = "lineage",
+        engine_options: Mapping[str, Any] | None = None,
+        max_spans: int = _DEFAULT_MAX_SPANS,
+        max_age_seconds: float = _DEFAULT_MAX_AGE_SECONDS,
+        max_queue: int = _DEFAULT_MAX_QUEUE,
+        capture_content: bool | None = None,
+    ) -> None:
+        if not isinstance(tracer, MemoryTracer):
+            raise ValueError(f"tracer must be a MemoryTracer, not {type(tracer).__name__}")
+        self._max_spans = _positive_int("max_spans", max_spans)
+        self._max_age_ns = int(_positive_seconds("max_age_seconds", max_age_seconds) * 1e9)
+        self._max_queue = _positive_int("max_queue", max_queue)
+        if isinstance(engine, Engine):
+            self._engine = engine
+        elif isinstance(engine, str):
+            self._engine = create_engine(engine, **dict(engine_options or {}))
+        else:
+            raise ValueError(f"engine must be an engine name or an Engine, not {type(engine).__name__}")
+        self._content = tracer.contents.get
+        self._include_explanation = tracer.capture_content if capture_content is None else capture_content
+        self._provider = tracer_provider
+        self._writer: Tracer | None = None
+        # The application threads only append to the inbox (atomic, no lock); the worker alone
+        # moves spans into the index, evicts, and counts what it evicted.
+        self._inbox: deque[ReadableSpan] = deque(maxlen=self._max_spans)
+        self._index_at = max(self._max_spans // 4, 1)
+        self._index: deque[ReadableSpan] = deque(maxlen=self._max_spans)  # oldest end first
+        self._evicted_size = self._evicted_age = 0
+        self._records: dict[ReadableSpan, SpanRecord] = {}  # the worker's, by span identity
+        self._counts: Counter[str] = Counter()
+        self._warned: set[str] = set()
+        self._closed = False
+        self._init_threading()
+        if hasattr(os, "register_at_fork"):  # the SDK's habit: a forked child gets its own worker
+            reinit = weakref.WeakMethod(self._at_fork_reinit)
+
+            def after_in_child() -> None:
+                method = reinit()
+                if method is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=after_in_child)
+
+    def _init_threading(self) -> None:
+        self._jobs_lock = threading.Lock()  # guards _jobs, _flushes, _closed, _stopping
+        self._counts_lock = threading.Lock()  # guards _counts and _warned
+        self._jobs: deque[ReadableSpan] = deque()
+        self._flushes: list[threading.Event] = []
+        self._stopping = False
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="MemTraceAttributionWorker", daemon=True)
+        self._thread.start()
+
+    def _at_fork_reinit(self) -> None:
+        # The parent attributes its own queued failures; the child keeps the index (its lineage).
+        self._init_threading()
+
+    # -- application thread --------------------------------------------------------------------
+    def on_end(self, span: ReadableSpan) -> None:
+        """Index a memory-operation span; queue a failed evaluation. Constant work, never raises."""
+        try:
+            attributes = span.attributes
+            # One C-level pass over the keys: the SDK's attribute mapping answers a missing key
+            # by raising KeyError inside, which costs more than the rest of this method.
+            present = _KEYS.intersection(attributes)
+            if _CATEGORY not in present and (_GEN_AI_OPERATION not in present
+                                             or attributes[_GEN_AI_OPERATION] not in _MEMORY_OPERATIONS):
+                return  # ordinary application spans stay out of the graph
+            scope = span.instrumentation_scope
+            if scope is not None and scope.name == WRITEBACK_SCOPE:
+                return  # our own annotation spans, coming back through the provider
+            inbox = self._inbox
+            if len(inbox) >= self._index_at:
+                self._inbox_filling(len(inbox))
+            inbox.append(span)
+            if _PASSED in present and attributes[_PASSED] is False:
+                self._submit(span)
+        except Exception:  # never let a bug here reach the application or the next processor
+            self._problem("on_end_errors", "on_end failed; the span was not indexed", exc_info=True)
+
+    def _inbox_filling(self, waiting: int) -> None:
+        # The worker indexes in batches of a quarter of max_spans: a thread hand-off per span would
+        # cost the application more than the indexing. While it is busy, the inbox's maxlen drops
+        # the oldest, as the index would have (it keeps the newest max_spans): counted as such.
+        if waiting == self._max_spans:
+            self._count("evicted_size")
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def _submit(self, span: ReadableSpan) -> None:
+        with self._jobs_lock:
+            reason = "jobs_dropped_shutdown" if self._closed else (
+                "jobs_dropped_queue_full" if len(self._jobs) >= self._max_queue else None)
+            if reason is None:
+                self._jobs.append(span)
+        if reason is None:
+            self._wake.set()
+            self._count("jobs_queued")
+        elif reason == "jobs_dropped_queue_full":
+            self._problem(reason, "attribution queue full (max_queue=%d); failed evaluations are being "
+                          "dropped without attribution (counted in stats()['jobs_dropped_queue_full'])",
+                          self._max_queue)
+        else:
+            self._count(reason)
+
+    # -- worker thread ---------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            with self._jobs_lock:
+                flushes, self._flushes = self._flushes, []
+                stopping = self._stopping
+            try:
+                self._drain()
+            except Exception:  # the worker must outlive any bug, or flush and shutdown would hang
+                self._problem("worker_errors", "attribution worker failed; its batch was lost", exc_info=True)
+            for done in flushes:
+                done.set()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        while True:
+            with self._jobs_lock:
+                batch = list(self._jobs)
+                self._jobs.clear()
+            # Indexed after the jobs are taken: each job's span entered the inbox before the job.
+            self._index_inbox()
+            if not batch:
+                return
+            with suppress_instrumentation():  # the engine and the write-back never trace themselves
+                self._attribute_batch(batch)
+
+    def _attribute_batch(self, batch: list[ReadableSpan]) -> None:
+        try:
+            G, contexts = self._graph()
+        except Exception:
+            self._problem("graph_errors", "building the memory graph failed; %d failure(s) not attributed",
+                          len(batch), exc_info=True)
+            return
+        for evaluation in batch:
+            self._attribute(G, contexts, evaluation.get_span_context())
+
+    def _index_inbox(self) -> None:
+        """Move the inbox into the index; evict the oldest beyond the size and age limits."""
+        inbox, index = self._inbox, self._index
+        while inbox:  # the only consumer: it cannot empty under us
+            if len(index) == self._max_spans:
+                self._evicted_size += 1  # the index's maxlen drops the oldest
+            index.append(inbox.popleft())
+        cutoff = time.time_ns() - self._max_age_ns
+        while index and (index[0].end_time or 0) < cutoff:
+            index.popleft()
+            self._evicted_age += 1
+
+    def _graph(self) -> tuple[nx.DiGraph, dict[tuple[str, str], SpanContext]]:
+        """The graph of the indexed spans, and their span contexts."""
+        # Converted once per span, not once per batch: the conversion costs as much as the build.
+        known = self._records
+        self._records = {span: known.get(span) or record_from_readable(span) for span in self._index}
+        contexts = {(record.trace_id, record.span_id): span.get_span_context()
+                    for span, record in self._records.items()}
+        return build_graph(self._records.values(), content=self._content), contexts
+
+    def _attribute(self, G: nx.DiGraph, contexts: dict[tuple[str, str], SpanContext],
+                   evaluation: SpanContext) -> None:
+        node = operation_node_id(f"{evaluation.trace_id:032x}", f"{evaluation.span_id:016x}")
+        if node not in G:
+            self._count("jobs_evicted")  # only when the index is smaller than one question's spans
+            return
+        try:
+            verdict = self._engine.attribute(G, FailureCase.from_graph(G, node))
+        except Exception:
+            self._problem("engine_errors", "engine %s raised; failure %s not attributed",
+                          self._engine.name, node, exc_info=True)
+            return
+        root = contexts.get((verdict.trace_id or "", verdict.span_id or ""))
+        try:
+            spans = write_annotations(self._annotation_tracer(), verdict, evaluation, root,
+                                      include_explanation=self._include_explanation)
+        except Exception:
+            self._problem("write_errors", "writing the annotation spans failed", exc_info=True)
+            return
+        self._count("attributed" if verdict.operation else "unattributed")
+        self._count("annotation_spans", len(spans))
+
+    def _annotation_tracer(self) -> Tracer:
+        if self._writer is None:  # resolved late: the global provider may be set after construction
+            provider = self._provider or trace.get_tracer_provider()
+            self._writer = provider.get_tracer(WRITEBACK_SCOPE, __version__)
+        return self._writer
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def _count(self, key: str, amount: int = 1) -> None:
+        with self._counts_lock:
+            self._counts[key] += amount
+
+    def _problem(self, key: str, message: str, *args: object, exc_info: bool = False) -> None:
+        """Count a problem and log it the first time only (a broken engine must not flood the log)."""
+        with self._counts_lock:
+            self._counts[key] += 1
+            first = key not in self._warned
+            self._warned.add(key)
+        if first:
+            _logger.warning(message, *args, exc_info=exc_info)
+
+    def stats(self) -> dict[str, int]:
+        """Counters: spans indexed and evicted, jobs queued, dropped and attributed, errors.
+
+        Spans are indexed by the worker, in batches: ``waiting`` ones are not yet
+        (:meth:`force_flush` indexes them). Keys: ``indexed``, ``waiting``,
+        ``evicted_size``, ``evicted_age``, ``jobs_queued``,
+        ``jobs_dropped_queue_full``, ``jobs_dropped_shutdown``, ``jobs_evicted``,
+        ``attributed``, ``unattributed``, ``annotation_spans``, ``on_end_errors``,
+        ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors`` (zero when
+        nothing happened).
+        """
+        keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
+                "jobs_evicted", "attributed", "unattributed", "annotation_spans", "on_end_errors",
+                "graph_errors", "engine_errors", "write_errors", "worker_errors")
+        # Plain reads of the worker's ints and deque lengths: atomic, at worst a moment old.
+        result = {"indexed": len(self._index), "waiting": len(self._inbox),
+                  "evicted_size": self._evicted_size, "evicted_age": self._evicted_age}
+        with self._counts_lock:
+            result.update((key, self._counts[key]) for key in keys)
+            result["evicted_size"] += self._counts["evicted_size"]  # those that left the inbox
+        return result
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> bool:
+        """Attribute every queued failure and hand its annotation spans to the provider.
+
+        Returns ``False`` when that did not finish within ``timeout_millis``
+        (the worker goes on with it).
+        """
+        done = threading.Event()
+        with self._jobs_lock:
+            closed = self._closed
+            if not closed:
+                self._flushes.append(done)
+        if closed:  # the shutdown drain is the last one: wait for it instead
+            self._thread.join(max(timeout_millis, 0) / 1000)
+            return not self._thread.is_alive()
+        self._wake.set()
+        return done.wait(max(timeout_millis, 0) / 1000)
+
+    def shutdown(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> bool:
+        """Stop accepting failures, drain the queue as :meth:`force_flush` does, stop the worker.
+
+        One deadline covers the drain and the worker's exit; ``False`` when it
+        passed first. A second call warns and does nothing.
+        """
+        with self._jobs_lock:
+            again = self._closed
+            self._closed = self._stopping = True
+        if again:
+            _logger.warning("AttributionSpanProcessor.shutdown called more than once; ignored")
+            return not self._thread.is_alive()
+        self._wake.set()
+        self._thread.join(max(timeout_millis, 0) / 1000)
+        return not self._thread.is_alive()
