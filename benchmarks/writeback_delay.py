@@ -41,6 +41,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
+from memtrace_otel.semconv import AnnotationSpan, MemTrace, MemTraceAttribution
+
+import jaeger_harness
+import otelcol_harness
+from scenario import run_pipeline
 from serve_harness import (
     AppPipeline,
     ServeProcess,
@@ -50,12 +55,6 @@ from serve_harness import (
     start_serve,
     stop_serve,
 )
-
-from memtrace_otel.semconv import AnnotationSpan, MemTrace, MemTraceAttribution
-
-import jaeger_harness
-import otelcol_harness
-from scenario import run_pipeline
 
 _POLL_SECONDS = 0.05
 _GIVE_UP_SECONDS = 60.0

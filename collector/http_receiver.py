@@ -18,7 +18,9 @@ Binds 127.0.0.1 by default. Thread safety: one thread per connection
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,6 +38,8 @@ _logger = logging.getLogger(__name__)
 _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 _RETRY_AFTER_SECONDS = "2"
+_DRAIN_SECONDS = 1.0
+_DRAIN_BYTES = 64 << 20
 
 
 class _BadRequest(ValueError):
@@ -146,9 +150,30 @@ class _Handler(BaseHTTPRequestHandler):
 
         if status != 503:
             _logger.warning("rejected a request from %s: %s", self.client_address[0], message)
-        if status in (411, 413):
+        unread = status in (411, 413)
+        if unread:
             self.close_connection = True  # the unread body would be taken for the next request
         self._reply(status, Status(code=status, message=message), content_type, retry_after=retry_after)
+        if unread:
+            self._discard_unread()
+
+    def _discard_unread(self) -> None:
+        # Closing a socket with unread input resets the connection, and a client still sending its
+        # body would see the reset instead of the answer. Send the answer, close our side, and
+        # swallow what the client still sends for a moment (bounded in time and bytes).
+        self.wfile.flush()
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            budget = _DRAIN_BYTES
+            while budget > 0 and (left := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(left)
+                chunk = self.connection.recv(min(budget, 1 << 16))
+                if not chunk:
+                    break
+                budget -= len(chunk)
+        except OSError:
+            pass  # the client is gone or too slow: nothing more to do for it
 
     def log_message(self, format: str, *args: Any) -> None:
         _logger.debug("http: " + format, *args)

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.memory import MemoryGuard
 from memtrace_otel.collector.service import AttributionService
+from memtrace_otel.config import backend_bounds_from_env
 from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
@@ -101,14 +102,15 @@ class VerdictLogExporter(SpanExporter):
 
 
 def _backend(config: ServeConfig) -> object | None:
+    timeout, deadline = backend_bounds_from_env()
     if config.jaeger_url:
         from memtrace_otel.spans.jaeger_query import JaegerQueryClient
 
-        return JaegerQueryClient(config.jaeger_url)
+        return JaegerQueryClient(config.jaeger_url, timeout=timeout, deadline=deadline)
     if config.tempo_url:
         from memtrace_otel.spans.tempo_query import TempoQueryClient
 
-        return TempoQueryClient(config.tempo_url)
+        return TempoQueryClient(config.tempo_url, timeout=timeout, deadline=deadline)
     _logger.warning("no --jaeger/--tempo query URL: memory written in other traces cannot be fetched, so "
                     "failures are attributed from their own trace only")
     return None

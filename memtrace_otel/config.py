@@ -7,10 +7,15 @@ constructor argument raises :class:`ValueError` (the SDK's convention).
 from __future__ import annotations
 
 import logging
+import math
 import os
+from collections.abc import Callable
 from enum import Enum
+from typing import TypeVar
 
 __all__ = [
+    "ENV_BACKEND_DEADLINE",
+    "ENV_BACKEND_TIMEOUT",
     "ENV_CAPTURE_CONTENT",
     "ENV_CONTENT_MAX_CHARS",
     "ENV_JAEGER_URL",
@@ -21,14 +26,17 @@ __all__ = [
     "ENV_OPENAI_MODEL",
     "ENV_TEMPO_URL",
     "ContentCapture",
+    "backend_bounds_from_env",
     "content_capture_from_env",
     "content_max_chars_from_env",
     "env_int",
+    "env_seconds",
     "locomo_dir",
     "max_input_bytes_from_env",
 ]
 
 _logger = logging.getLogger(__name__)
+T = TypeVar("T", int, float)
 
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The switch GenAI instrumentations use; ``true`` records variable contents on spans."""
@@ -42,6 +50,10 @@ ENV_TEMPO_URL = "MEMTRACE_TEMPO_URL"
 """Tempo HTTP API URL the CLI fetches linked traces from (``--tempo``); exclusive with the Jaeger one."""
 ENV_MAX_INPUT_BYTES = "MEMTRACE_MAX_INPUT_BYTES"
 """Ceiling on the (decompressed) bytes read from one span file; the rest is skipped with a problem."""
+ENV_BACKEND_TIMEOUT = "MEMTRACE_BACKEND_TIMEOUT"
+"""Seconds one request to the trace backend's query API may take (default 10)."""
+ENV_BACKEND_DEADLINE = "MEMTRACE_BACKEND_DEADLINE"
+"""Seconds one fetch of linked traces may take in all (default 60)."""
 ENV_OPENAI_BASE_URL = "MEMTRACE_OPENAI_BASE_URL"
 """OpenAI-compatible endpoint for LLM engines and LLM steps (falls back to ``OPENAI_BASE_URL``)."""
 ENV_OPENAI_MODEL = "MEMTRACE_OPENAI_MODEL"
@@ -50,6 +62,8 @@ ENV_OPENAI_API_KEY = "MEMTRACE_OPENAI_API_KEY"
 """API key (falls back to ``OPENAI_API_KEY``)."""
 
 _DEFAULT_CONTENT_MAX_CHARS = 4096
+_DEFAULT_BACKEND_TIMEOUT = 10.0
+_DEFAULT_BACKEND_DEADLINE = 60.0
 _DEFAULT_MAX_INPUT_BYTES = 1 << 30
 _LOCOMO_RELATIVE = os.path.join("..", "shared", "data", "locomo")
 _warned: set[str] = set()
@@ -93,19 +107,24 @@ def content_capture_from_env() -> ContentCapture:
     return ContentCapture.NO_CONTENT
 
 
-def env_int(name: str, default: int, *, minimum: int = 1) -> int:
-    """Read a positive integer from the environment, or warn once and use ``default``."""
+def _env_number(name: str, default: T, parse: Callable[[str], T], valid: Callable[[T], bool],
+                wanted: str) -> T:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        _warn_once(name, "%s=%r is not an integer >= %d; using %d", name, raw, minimum, default)
+        value = None
+    if value is None or not valid(value):
+        _warn_once(name, "%s=%r is not %s; using %s", name, raw, wanted, default)
         return default
     return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 1) -> int:
+    """Read an integer >= ``minimum`` from the environment, or warn once and use ``default``."""
+    return _env_number(name, default, int, lambda value: value >= minimum, f"an integer >= {minimum}")
 
 
 def content_max_chars_from_env() -> int:
@@ -119,6 +138,18 @@ def max_input_bytes_from_env() -> int:
     Decompressed bytes: a small ``.gz`` can hold gigabytes.
     """
     return env_int(ENV_MAX_INPUT_BYTES, _DEFAULT_MAX_INPUT_BYTES)
+
+
+def env_seconds(name: str, default: float) -> float:
+    """Read a positive, finite number of seconds from the environment, or warn once and use ``default``."""
+    return _env_number(name, default, float, lambda value: 0 < value < math.inf, "a number of seconds > 0")
+
+
+def backend_bounds_from_env() -> tuple[float, float]:
+    """``(timeout, deadline)`` of trace-backend fetches: ``MEMTRACE_BACKEND_TIMEOUT`` (per request,
+    default 10 s) and ``MEMTRACE_BACKEND_DEADLINE`` (a whole fetch, default 60 s)."""
+    timeout = env_seconds(ENV_BACKEND_TIMEOUT, _DEFAULT_BACKEND_TIMEOUT)
+    return timeout, max(timeout, env_seconds(ENV_BACKEND_DEADLINE, _DEFAULT_BACKEND_DEADLINE))
 
 
 def locomo_dir() -> str:

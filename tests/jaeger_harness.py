@@ -12,18 +12,18 @@ kept in a file and shown when a test failed or Jaeger did not start.
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+
+from process_harness import CachedBinary, LoggedProcess, accepts, free_ports, spawn_logged, stop_process
 
 __all__ = [
     "ENV_JAEGER_BIN",
@@ -39,7 +39,6 @@ __all__ = [
 ENV_JAEGER_BIN = "MEMTRACE_JAEGER_BIN"
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 10.0
-_LOG_TAIL_LINES = 60
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -48,9 +47,11 @@ class JaegerNotReady(RuntimeError):
 
 
 @dataclass(frozen=True)
-class JaegerEndpoints:
+class JaegerEndpoints(LoggedProcess):
     """Where the running Jaeger listens; all on 127.0.0.1."""
 
+    label: ClassVar[str] = "Jaeger"
+    failure: ClassVar[type[Exception]] = JaegerNotReady
     query_url: str
     """Base URL of the query HTTP API (``/api/traces``) and UI."""
     otlp_grpc: str
@@ -60,55 +61,26 @@ class JaegerEndpoints:
     health_url: str
     log_path: Path
     process: subprocess.Popen[bytes]
+    log_offset: int = 0
+    """Where this run's lines begin in the log (a later run with the same log name appends)."""
 
     @property
     def otlp_http_traces(self) -> str:
         return f"{self.otlp_http}/v1/traces"
 
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError as error:
-            return f"(no Jaeger log: {error})"
-        return "\n".join(text.splitlines()[-lines:])
 
-    def assert_alive(self) -> None:
-        code = self.process.poll()
-        if code is not None:
-            raise JaegerNotReady(f"Jaeger exited with code {code}; log tail:\n{self.log_tail()}")
-
-
-def default_binary_path() -> Path:
-    return Path.home() / ".cache" / "memtrace" / "jaeger"
+_BINARY = CachedBinary("jaeger", ENV_JAEGER_BIN, "Jaeger v2 binary", "Jaeger")
+default_binary_path = _BINARY.default_path
 
 
 def jaeger_binary() -> Path | None:
     """The Jaeger binary named by ``MEMTRACE_JAEGER_BIN`` (else the install default), if present."""
-    configured = os.environ.get(ENV_JAEGER_BIN)
-    path = Path(configured).expanduser() if configured else default_binary_path()
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return _BINARY.find()
 
 
 def require_jaeger_binary() -> Path:
     """The binary, or skip (fail on CI) saying how to get it."""
-    path = jaeger_binary()
-    if path is not None:
-        return path
-    where = os.environ.get(ENV_JAEGER_BIN) or str(default_binary_path())
-    reason = f"Jaeger v2 binary not found at {where}: run `bash .ci/install-jaeger.sh` (Go build)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason}; CI must run the Jaeger tests", pytrace=False)
-    pytest.skip(reason)
-
-
-def _free_ports(count: int) -> list[int]:
-    # Hold every socket open until all are chosen so the ports are distinct.
-    with ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                   for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+    return _BINARY.require()
 
 
 def jaeger_config(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: int,
@@ -180,57 +152,30 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def _wait_ready(endpoints: JaegerEndpoints, grpc_port: int, http_port: int) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
-        endpoints.assert_alive()
-        if (_answers(f"{endpoints.query_url}/api/services") and _answers(endpoints.health_url)
-                and _accepts(grpc_port) and _accepts(http_port)):
-            return
-        time.sleep(0.1)
-    raise JaegerNotReady(f"Jaeger not ready within {_START_TIMEOUT:g} s; log tail:\n{endpoints.log_tail()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=_STOP_TIMEOUT)
+def _ready(endpoints: JaegerEndpoints, grpc_port: int, http_port: int) -> bool:
+    return (_answers(f"{endpoints.query_url}/api/services") and _answers(endpoints.health_url)
+            and accepts(grpc_port) and accepts(http_port))
 
 
 @contextmanager
 def run_jaeger(binary: Path, workdir: Path) -> Iterator[JaegerEndpoints]:
     """Start Jaeger with a fresh loopback config in ``workdir``; stop it on exit."""
-    otlp_grpc, otlp_http, query_http, query_grpc, health = _free_ports(5)
+    otlp_grpc, otlp_http, query_http, query_grpc, health = free_ports(5)
     config = workdir / "jaeger.yaml"
     config.write_text(jaeger_config(otlp_grpc=otlp_grpc, otlp_http=otlp_http, query_http=query_http,
                                     query_grpc=query_grpc, health=health), encoding="utf-8")
     log_path = workdir / "jaeger.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([str(binary), "--config", str(config)], stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    process, offset = spawn_logged([str(binary), "--config", str(config)], log_path, cwd=workdir)
     endpoints = JaegerEndpoints(
         query_url=f"http://127.0.0.1:{query_http}", otlp_grpc=f"127.0.0.1:{otlp_grpc}",
         otlp_http=f"http://127.0.0.1:{otlp_http}", health_url=f"http://127.0.0.1:{health}/status",
-        log_path=log_path, process=process,
+        log_path=log_path, process=process, log_offset=offset,
     )
     try:
-        _wait_ready(endpoints, otlp_grpc, otlp_http)
+        endpoints.wait_ready(lambda: _ready(endpoints, otlp_grpc, otlp_http), timeout=_START_TIMEOUT)
         yield endpoints
     finally:
-        _stop(process)
+        stop_process(process, timeout=_STOP_TIMEOUT)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ they annotate.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -28,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -38,6 +37,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel.semconv import AnnotationSpan, MemTrace, MemTraceAttribution
+
+from process_harness import LoggedProcess, loopback_env, spawn_logged, stop_process
 
 __all__ = [
     "POLL_SECONDS",
@@ -66,15 +67,15 @@ POLL_SECONDS = 90.0
 _LISTENING = re.compile(r"memtrace serve: listening \(([^)]*)\)")
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 40.0  # serve's own drain timeout is 30 s
-_LOOPBACK = "127.0.0.1,localhost,::1"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 T = TypeVar("T")
 
 
 @dataclass
-class ServeProcess:
+class ServeProcess(LoggedProcess):
     """One running ``memtrace serve``; ports ``None`` when that receiver is off."""
 
+    label: ClassVar[str] = "memtrace serve"
     process: subprocess.Popen[bytes]
     grpc_port: int | None
     http_port: int | None
@@ -90,40 +91,22 @@ class ServeProcess:
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def log(self) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self.log_offset)
-                return log.read().decode("utf-8", errors="replace")
-        except OSError as error:
-            return f"(no serve log: {error})"
-
     def log_tail(self, lines: int = 40) -> str:
-        return f"--- {self.log_path.name} ---\n" + "\n".join(self.log().splitlines()[-lines:])
-
-    def assert_alive(self) -> None:
-        code = self.process.poll()
-        if code is not None:
-            raise AssertionError(f"memtrace serve exited with code {code}\n{self.log_tail()}")
+        return f"--- {self.log_path.name} ---\n" + super().log_tail(lines)
 
 
 def _memtrace() -> str:
     return str(Path(sys.executable).with_name("memtrace"))
 
 
-def _wait_listening(serve: ServeProcess) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
-        found = _LISTENING.search(serve.log())
-        if found:
-            ports = dict(re.findall(r"(Grpc|Http) 127\.0\.0\.1:(\d+)", found.group(1)))
-            serve.grpc_port = int(ports["Grpc"]) if "Grpc" in ports else None
-            serve.http_port = int(ports["Http"]) if "Http" in ports else None
-            return
-        serve.assert_alive()
-        time.sleep(0.05)
-    serve.process.kill()
-    raise AssertionError(f"memtrace serve did not listen within {_START_TIMEOUT:g} s\n{serve.log_tail()}")
+def _listening(serve: ServeProcess) -> bool:
+    """Whether serve said it listens; then its ports are read from that line."""
+    found = _LISTENING.search(serve.log())
+    if found:
+        ports = dict(re.findall(r"(Grpc|Http) 127\.0\.0\.1:(\d+)", found.group(1)))
+        serve.grpc_port = int(ports["Grpc"]) if "Grpc" in ports else None
+        serve.http_port = int(ports["Http"]) if "Http" in ports else None
+    return found is not None
 
 
 def start_serve(workdir: Path, *, name: str = "serve", grpc_port: int = 0, http_port: int = -1,
@@ -139,28 +122,23 @@ def start_serve(workdir: Path, *, name: str = "serve", grpc_port: int = 0, http_
         command += ["--backend-otlp", backend_otlp]
     if jaeger_url:
         command += ["--jaeger", jaeger_url]
-    env = {**os.environ, "COLUMNS": "500", "NO_PROXY": _LOOPBACK, "no_proxy": _LOOPBACK}
+    env = loopback_env({"COLUMNS": "500"})
     env.pop("MEMTRACE_JAEGER_URL", None)
     log_path = workdir / f"{name}.log"
-    with open(log_path, "ab") as log:
-        start = log.tell()
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=log, cwd=workdir, env=env)
+    process, start = spawn_logged(command, log_path, cwd=workdir, env=env, stdout_to_log=False)
     serve = ServeProcess(process, None, None, log_path, start)
-    _wait_listening(serve)
+    try:
+        serve.wait_ready(lambda: _listening(serve), timeout=_START_TIMEOUT, interval=0.05)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
     return serve
 
 
 def stop_serve(serve: ServeProcess, *, sig: int = signal.SIGTERM) -> int:
     """Send ``sig`` (SIGTERM drains), wait; SIGKILL when it does not end. The exit code."""
-    if serve.process.poll() is None:
-        serve.process.send_signal(sig)
-        try:
-            serve.process.wait(timeout=_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            serve.process.kill()
-            serve.process.wait(timeout=_STOP_TIMEOUT)
-    return serve.process.returncode
+    return stop_process(serve.process, timeout=_STOP_TIMEOUT, sig=sig)
 
 
 @contextmanager

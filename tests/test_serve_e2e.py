@@ -43,6 +43,14 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+
+from memtrace_otel import MemoryTracer
+from memtrace_otel.semconv import AnnotationSpan, ErrorType, MemTrace, MemTraceAttribution
+
+import jaeger_harness
+import otelcol_harness
+from jaeger_harness import JaegerEndpoints
+from scenario import run_pipeline
 from serve_harness import (
     AppPipeline,
     ServeProcess,
@@ -59,14 +67,6 @@ from serve_harness import (
     tag_search,
     tags,
 )
-
-from memtrace_otel import MemoryTracer
-from memtrace_otel.semconv import AnnotationSpan, ErrorType, MemTrace, MemTraceAttribution
-
-import jaeger_harness
-import otelcol_harness
-from jaeger_harness import JaegerEndpoints
-from scenario import run_pipeline
 
 _EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 _SETTLE = 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import socket
 
 import grpc
 import pytest
@@ -184,3 +185,16 @@ def test_grpc_body_that_is_not_an_export_request_is_invalid_argument(grpc_receiv
         assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert export(_one_span_request().SerializeToString(), timeout=10) is not None
     assert [span.name for span in sink.spans] == ["ok"]
+
+
+def test_a_client_still_sending_an_oversized_body_reads_the_413(http_receiver) -> None:
+    receiver, sink = http_receiver
+    with socket.create_connection(receiver.address, timeout=10) as client:
+        client.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                       b"Content-Length: 67108864\r\n\r\n")
+        client.sendall(b"\0" * (4 << 20))  # the body keeps coming while the server answers
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:80]
+    assert sink.spans == []

@@ -21,7 +21,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from memtrace_otel.cli.terminal import safe_markup, safe_text
-from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
+from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL, backend_bounds_from_env
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient
@@ -152,9 +152,10 @@ def check_one_backend(jaeger_url: str | None, tempo_url: str | None) -> None:
 
 def _backend(jaeger_url: str | None, tempo_url: str | None) -> TraceBackend | None:
     try:
+        timeout, deadline = backend_bounds_from_env()
         if jaeger_url:
-            return JaegerQueryClient(jaeger_url)
-        return TempoQueryClient(tempo_url) if tempo_url else None
+            return JaegerQueryClient(jaeger_url, timeout=timeout, deadline=deadline)
+        return TempoQueryClient(tempo_url, timeout=timeout, deadline=deadline) if tempo_url else None
     except ValueError as error:
         option = "--jaeger" if jaeger_url else "--tempo"
         raise click.BadParameter(safe_text(error), param_hint=option) from None
