@@ -15,12 +15,10 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
+from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
 __all__ = ["decode_request", "records_from_request"]
 
-_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
-_KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 
 
 class _BadSpan(ValueError):
@@ -100,26 +98,15 @@ def _span(span: Any, resource: dict[str, Any], service: str, scope: Any, where: 
         attributes=_attributes(span.attributes),
         events=[SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events],
         links=links,
-        status_code=_STATUS.get(span.status.code, "UNSET"),
+        status_code=STATUS_CODES[span.status.code] if 0 <= span.status.code < len(STATUS_CODES) else "UNSET",
         status_message=span.status.message,
         service_name=service,
         source=where,
-        **_extra_fields(span, resource, scope),
+        kind=SPAN_KINDS[span.kind] if 0 <= span.kind < len(SPAN_KINDS) else "UNSPECIFIED",
+        scope_name=scope.name,
+        scope_version=scope.version,
+        resource_attributes=resource,
     )
-
-
-def _extra_fields(span: Any, resource: dict[str, Any], scope: Any) -> dict[str, Any]:
-    # Span kind, scope and resource, where the record type carries them.
-    fields = SpanRecord.__dataclass_fields__
-    extra: dict[str, Any] = {}
-    if "kind" in fields:
-        extra["kind"] = _KINDS.get(span.kind, "UNSPECIFIED")
-    if "scope_name" in fields:
-        extra["scope_name"] = scope.name
-        extra["scope_version"] = scope.version
-    if "resource_attributes" in fields:
-        extra["resource_attributes"] = resource
-    return extra
 
 
 def records_from_request(request: ExportTraceServiceRequest, where: str,

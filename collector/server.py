@@ -20,6 +20,7 @@ from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.memory import MemoryGuard
 from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.config import backend_bounds_from_env
+from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
@@ -101,7 +102,7 @@ class VerdictLogExporter(SpanExporter):
         pass
 
 
-def _backend(config: ServeConfig) -> object | None:
+def _backend(config: ServeConfig) -> TraceBackend | None:
     timeout, deadline = backend_bounds_from_env()
     if config.jaeger_url:
         from memtrace_otel.spans.jaeger_query import JaegerQueryClient
@@ -127,7 +128,7 @@ class MemtraceServer:
 
     def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
         if self.memory.over():
-            self.service.stats.spans_refused += len(spans)
+            self.service.stats.add(spans_refused=len(spans))
             return False
         return self.service.ingest(spans, wire_bytes)
 

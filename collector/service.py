@@ -40,6 +40,8 @@ from memtrace_otel.collector.outbox import OutboxSpanProcessor
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.semconv import MemTrace
+from memtrace_otel.spans.backend import TraceBackend
+from memtrace_otel.spans.linked import fetch_linked_traces
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.readers import SpanReadResult
 from memtrace_otel.suppress import suppress_instrumentation
@@ -53,7 +55,8 @@ Annotate = Callable[[Tracer, nx.DiGraph, Attribution], None]
 
 @dataclass(slots=True)
 class ServiceStats:
-    """Counters, read by ``/metrics``-style status output and the tests."""
+    """Counters, for the stop summary and the tests. Thread-safe: :meth:`add` takes a lock
+    (receiver threads, the settle thread and the worker all count)."""
 
     spans_received: int = 0
     spans_refused: int = 0
@@ -64,7 +67,13 @@ class ServiceStats:
     attribution_errors: int = 0
     linked_fetched: int = 0
     linked_missing: int = 0
-    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to the named counters, atomically."""
+        with self._lock:
+            for name, count in counts.items():
+                setattr(self, name, getattr(self, name) + count)
 
 
 def _has_failed_evaluation(trace: AssembledTrace) -> bool:
@@ -92,7 +101,7 @@ class AttributionService:
         Writes one verdict as spans (default: :mod:`memtrace_otel.writeback.annotations`).
     """
 
-    def __init__(self, exporter: SpanExporter, *, backend: object | None = None,
+    def __init__(self, exporter: SpanExporter, *, backend: TraceBackend | None = None,
                  assembler: TraceAssembler | None = None, engine: str = "lineage",
                  max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
                  outbox: OutboxSpanProcessor | None = None) -> None:
@@ -154,9 +163,9 @@ class AttributionService:
     def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
         """Buffer a batch; ``False`` means overloaded: answer the sender with a retryable error."""
         if not self.assembler.offer(spans, wire_bytes):
-            self.stats.spans_refused += len(spans)
+            self.stats.add(spans_refused=len(spans))
             return False
-        self.stats.spans_received += len(spans)
+        self.stats.add(spans_received=len(spans))
         return True
 
     # -- threads -------------------------------------------------------------
@@ -165,17 +174,17 @@ class AttributionService:
             self._enqueue(self.assembler.settled())
 
     def _enqueue(self, traces: list[AssembledTrace]) -> None:
-        self.stats.traces_settled += len(traces)
+        self.stats.add(traces_settled=len(traces))
         failed = [t for t in traces if _has_failed_evaluation(t)]
         if not failed:
             return
         with self._lock:
             for trace in failed:
                 if len(self._jobs) >= self._max_jobs:
-                    self.stats.jobs_dropped += 1
+                    self.stats.add(jobs_dropped=1)
                     continue
                 self._jobs.append(trace)
-        self.stats.traces_failed += len(failed)
+        self.stats.add(traces_failed=len(failed))
         if self.stats.jobs_dropped:
             _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
                             self.stats.jobs_dropped)
@@ -196,7 +205,7 @@ class AttributionService:
                 with suppress_instrumentation():
                     self._attribute(job)
             except Exception as error:  # one bad trace must not stop the service
-                self.stats.attribution_errors += 1
+                self.stats.add(attribution_errors=1)
                 _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
             finally:
                 with self._lock:
@@ -206,21 +215,19 @@ class AttributionService:
         result = SpanReadResult()
         result.add(trace.spans)
         if self.backend is not None:
-            self._fetch_linked(result)
+            self._fetch_linked(result, self.backend)
         G = build_graph(result.spans)
         for evaluation in failed_evaluations(G):
             if G.nodes[evaluation].get("trace_id") != trace.trace_id:
                 continue  # a failure of a fetched trace belongs to the instance that owns it
             attribution = self.engine.attribute(G, FailureCase.from_graph(G, evaluation))
             self._annotate(self._tracer, G, attribution)
-            self.stats.attributions += 1
+            self.stats.add(attributions=1)
 
-    def _fetch_linked(self, result: SpanReadResult) -> None:
-        from memtrace_otel.spans.linked import fetch_linked_traces
-
-        fetched = fetch_linked_traces(result, self.backend)  # type: ignore[arg-type]
-        self.stats.linked_fetched += len(fetched.received)
-        self.stats.linked_missing += len(fetched.still_missing)
+    def _fetch_linked(self, result: SpanReadResult, backend: TraceBackend) -> None:
+        fetched = fetch_linked_traces(result, backend)
+        self.stats.add(linked_fetched=len(fetched.received))
+        self.stats.add(linked_missing=len(fetched.still_missing))
         for problem in fetched.problems[:5]:
             _logger.warning("linked trace fetch: %s", problem)
 

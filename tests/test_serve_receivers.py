@@ -90,6 +90,10 @@ def test_sdk_exporters_deliver_every_span(http_receiver, grpc_receiver) -> None:
         names = {span.name for span in sink.spans}
         assert {"ingest", "judge", "search_memory s"} <= names
         assert len(sink.spans) == 18
+        search = next(span for span in sink.spans if span.name == "search_memory s")
+        assert (search.kind, search.scope_name) == ("CLIENT", "memtrace_otel")
+        assert "service.name" in search.resource_attributes
+        sink.spans.clear()
 
 
 def test_json_body_and_gzip_are_accepted(http_receiver) -> None:
