@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from memtrace_otel.spans import BackendFetch, SpanReadResult, SpanRecord, TraceBackend, fetch_linked_traces
+from memtrace_otel.spans import SpanReadResult, SpanRecord, TraceBackend, fetch_linked_traces
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
 from memtrace_otel.spans.model import SpanLink
+
+from loopback_http import LoopbackServers, one_problem, send_answer
 
 A, B, C = "a1" * 16, "b2" * 16, "c3" * 16
 
@@ -56,36 +58,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[Callable[[Any], None]], _Server]]:
-    servers: list[tuple[http.server.ThreadingHTTPServer, _Server, threading.Thread]] = []
+    servers = LoopbackServers("test-jaeger")
 
     def start(respond: Callable[[Any], None]) -> _Server:
-        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        httpd.daemon_threads = True
-        state = _Server(respond, url=f"http://127.0.0.1:{httpd.server_address[1]}")
-        httpd.state = state  # type: ignore[attr-defined]
-        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="test-jaeger", daemon=True)
-        thread.start()
-        servers.append((httpd, state, thread))
+        state = _Server(respond)
+        state.url = servers.start(_Handler, "state", state)
         return state
 
     yield start
-    for httpd, state, thread in servers:
-        state.stop.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
-
-
-def _send(handler: Any, status: int, body: bytes, content_type: str = "application/json") -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
+    servers.close()
 
 
 def _json(status: int, document: Any) -> Callable[[Any], None]:
-    return lambda handler: _send(handler, status, json.dumps(document).encode())
+    return lambda handler: send_answer(handler, status, json.dumps(document).encode())
 
 
 def _traces(links: dict[str, tuple[str, ...]]) -> Callable[[Any], None]:
@@ -93,18 +78,11 @@ def _traces(links: dict[str, tuple[str, ...]]) -> Callable[[Any], None]:
     def respond(handler: Any) -> None:
         trace_id = handler.path.rsplit("/", 1)[-1]
         if trace_id in links:
-            _send(handler, 200, json.dumps({"data": [_jaeger_trace(trace_id, links[trace_id])]}).encode())
+            document = {"data": [_jaeger_trace(trace_id, links[trace_id])]}
+            send_answer(handler, 200, json.dumps(document).encode())
         else:
-            _send(handler, 404, b'{"data":null,"errors":[{"code":404,"msg":"trace not found"}]}')
+            send_answer(handler, 404, b'{"data":null,"errors":[{"code":404,"msg":"trace not found"}]}')
     return respond
-
-
-def _one_problem(fetch: BackendFetch, *words: str) -> str:
-    assert fetch.spans == [] and fetch.received == set()
-    (problem,) = fetch.problems
-    text = str(problem)
-    assert "\n" not in text and all(word in text for word in words), text
-    return text
 
 
 def test_a_dripping_server_is_cut_off_at_the_request_timeout(serve: Any) -> None:
@@ -120,14 +98,14 @@ def test_a_dripping_server_is_cut_off_at_the_request_timeout(serve: Any) -> None
 
     server = serve(drip)
     fetch = JaegerQueryClient(server.url, timeout=0.5, deadline=30).fetch_traces([A])
-    _one_problem(fetch, A, "no complete answer within 0.5 s")
+    one_problem(fetch, A, "no complete answer within 0.5 s")
     assert server.hung_up.wait(30), "the client never hung up on the dripping server"
 
 
 def test_the_overall_deadline_bounds_a_whole_fetch(serve: Any) -> None:
     server = serve(lambda handler: handler.server.state.stop.wait(60))  # accepts, never answers
     fetch = JaegerQueryClient(server.url, timeout=30, deadline=0.5, concurrency=2).fetch_traces([A, B, C])
-    text = _one_problem(fetch, "3 traces not fetched", "no answer within the overall deadline of 0.5 s")
+    text = one_problem(fetch, "3 traces not fetched", "no answer within the overall deadline of 0.5 s")
     assert A in text
 
 
@@ -139,17 +117,17 @@ def test_a_silent_server_times_out(serve: Any) -> None:
 
 @pytest.mark.parametrize(("respond", "words"), [
     (_json(500, {"errors": 5}), ("HTTP 500", '{"errors": 5}')),
-    (lambda h: _send(h, 500, b"[" * 100_000), ("HTTP 500",)),
-    (lambda h: _send(h, 200, b"[" * 100_000), ("response is not JSON",)),
+    (lambda h: send_answer(h, 500, b"[" * 100_000), ("HTTP 500",)),
+    (lambda h: send_answer(h, 200, b"[" * 100_000), ("response is not JSON",)),
     (_json(200, {"data": 5}), ("not a Jaeger query API answer",)),
     (_json(200, {"data": [5, {"spans": "x"}]}), ("answer not understood",)),
     (_json(200, {"data": []}), ("not found (empty answer)",)),
-    (lambda h: _send(h, 200, b"<html>hello</html>", "text/html"), ("response is not JSON",)),
+    (lambda h: send_answer(h, 200, b"<html>hello</html>", "text/html"), ("response is not JSON",)),
 ])
 def test_a_bad_answer_is_one_line_and_nothing_received(serve: Any, respond: Any,
                                                        words: tuple[str, ...]) -> None:
     server = serve(respond)
-    _one_problem(JaegerQueryClient(server.url).fetch_traces([A]), A, "trace not fetched", *words)
+    one_problem(JaegerQueryClient(server.url).fetch_traces([A]), A, "trace not fetched", *words)
 
 
 def test_a_redirect_loop_is_one_line(serve: Any) -> None:
@@ -160,13 +138,13 @@ def test_a_redirect_loop_is_one_line(serve: Any) -> None:
         handler.end_headers()
 
     server = serve(loop)
-    _one_problem(JaegerQueryClient(server.url).fetch_traces([A]), "redirect")
+    one_problem(JaegerQueryClient(server.url).fetch_traces([A]), "redirect")
     assert server.asked[A] <= 5  # followed a few times, then given up
 
 
 def test_a_bad_status_line_is_one_line(serve: Any) -> None:
     server = serve(lambda handler: handler.wfile.write(b"HELLO THERE\r\n\r\n"))
-    _one_problem(JaegerQueryClient(server.url).fetch_traces([A, B]), "2 traces not fetched", "BadStatusLine")
+    one_problem(JaegerQueryClient(server.url).fetch_traces([A, B]), "2 traces not fetched", "BadStatusLine")
 
 
 def test_only_traces_really_received_are_counted(serve: Any) -> None:
@@ -175,11 +153,11 @@ def test_only_traces_really_received_are_counted(serve: Any) -> None:
     def respond(handler: Any) -> None:
         trace_id = handler.path.rsplit("/", 1)[-1]
         if trace_id == A:
-            _send(handler, 200, json.dumps({"data": [_jaeger_trace(A), _jaeger_trace(other)]}).encode())
+            send_answer(handler, 200, json.dumps({"data": [_jaeger_trace(A), _jaeger_trace(other)]}).encode())
         elif trace_id == B:
-            _send(handler, 200, b'{"data": []}')
+            send_answer(handler, 200, b'{"data": []}')
         else:
-            _send(handler, 404, b'{"errors": [{"code": 404, "msg": "trace not found"}]}')
+            send_answer(handler, 404, b'{"errors": [{"code": 404, "msg": "trace not found"}]}')
 
     server = serve(respond)
     fetch = JaegerQueryClient(server.url).fetch_traces([A, B, C, A, "not a trace id"])

@@ -46,6 +46,7 @@ from memtrace_otel.spans.backend import BackendFetch
 from memtrace_otel.spans.tempo_query import TempoAPI, TempoQueryClient, TempoQueryError
 
 from graph_compare import assert_same_graph
+from loopback_http import LoopbackServers, one_problem, send_answer
 from scenario import run_pipeline
 
 A, B, C = "a1" * 16, "b2" * 16, "c3" * 16
@@ -136,15 +137,15 @@ class FakeTempo:
                 _json(handler, 200, {"trace": {"resourceSpans": found},
                                      "metrics": {"inspectedBytes": "4096"}})
             elif self.v2_not_found_404:
-                _send(handler, 404, b"")
+                send_answer(handler, 404, b"")
             else:
                 _json(handler, 200, {"trace": {}, "metrics": {"inspectedBytes": "0"}})
         elif route == "/api/traces" and found is not None:
             _json(handler, 200, {"batches": found})
         elif route == "/api/traces":
-            _send(handler, 404, b"")  # the v1 query-frontend's "not found": no body
+            send_answer(handler, 404, b"")  # the v1 query-frontend's "not found": no body
         else:
-            _send(handler, 404, _MUX_NOT_FOUND, "text/plain; charset=utf-8")
+            send_answer(handler, 404, _MUX_NOT_FOUND, "text/plain; charset=utf-8")
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -158,46 +159,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def _send(handler: Any, status: int, body: bytes, content_type: str = "application/json") -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
 def _json(handler: Any, status: int, document: Any) -> None:
-    _send(handler, status, json.dumps(document).encode())
+    send_answer(handler, status, json.dumps(document).encode())
 
 
 @pytest.fixture
 def tempo() -> Iterator[Callable[..., FakeTempo]]:
-    servers: list[tuple[http.server.ThreadingHTTPServer, FakeTempo, threading.Thread]] = []
+    servers = LoopbackServers("test-tempo")
 
     def start(stored: dict[str, list[dict[str, Any]]] | None = None, **options: Any) -> FakeTempo:
-        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        httpd.daemon_threads = True
-        state = FakeTempo(stored or {}, url=f"http://127.0.0.1:{httpd.server_address[1]}", **options)
-        httpd.tempo = state  # type: ignore[attr-defined]
-        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="test-tempo", daemon=True)
-        thread.start()
-        servers.append((httpd, state, thread))
+        state = FakeTempo(stored or {}, **options)
+        state.url = servers.start(_Handler, "tempo", state)
         return state
 
     yield start
-    for httpd, state, thread in servers:
-        state.stop.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
-
-
-def _one_problem(fetch: BackendFetch, *words: str) -> str:
-    assert fetch.spans == [] and fetch.received == set()
-    (problem,) = fetch.problems
-    text = str(problem)
-    assert "\n" not in text and all(word in text for word in words), text
-    return text
+    servers.close()
 
 
 # --- the reader ----------------------------------------------------------------------------------
@@ -213,7 +189,7 @@ _DOCUMENTED = ('{"trace": {"resourceSpans":[{"resource":{"attributes":[{"key":"s
 
 
 def test_the_answer_in_tempos_documentation_is_read(tempo: Any) -> None:
-    server = tempo(respond=lambda handler: _send(handler, 200, _DOCUMENTED.encode()))
+    server = tempo(respond=lambda handler: send_answer(handler, 200, _DOCUMENTED.encode()))
     client = TempoQueryClient(server.url)
     assert isinstance(client, TraceBackend)
     fetch = client.fetch_traces(["5B8EFFF798038103D269B633813FC700"])
@@ -266,7 +242,7 @@ def test_traces_tempo_lacks_are_counted_on_one_line(tempo: Any, pipeline: Pipeli
 def test_a_404_from_v2_is_asked_again_of_v1_until_the_route_is_known(tempo: Any, pipeline: Pipeline) -> None:
     server = tempo(pipeline.stored, v2_not_found_404=True)
     client = TempoQueryClient(server.url)
-    text = _one_problem(client.fetch_traces([A]), A,
+    text = one_problem(client.fetch_traces([A]), A,
                         "not found (HTTP 404 from /api/v2/traces and /api/traces")
     assert "not Tempo's HTTP API" in text and server.asked[f"/api/traces/{A}"] == 1
     assert client.api is None  # neither route proved itself
@@ -275,7 +251,7 @@ def test_a_404_from_v2_is_asked_again_of_v1_until_the_route_is_known(tempo: Any,
     (problem,) = fetch.problems
     assert str(problem).endswith(f"/api/v2/traces/{B}: trace not fetched: not found (HTTP 404)")
     assert f"/api/traces/{B}" not in server.asked  # v2 answered in the same round: a 404 is "not found"
-    _one_problem(client.fetch_traces([C]), "not found (HTTP 404)")
+    one_problem(client.fetch_traces([C]), "not found (HTTP 404)")
     assert f"/api/traces/{C}" not in server.asked
 
 
@@ -311,11 +287,11 @@ def test_spans_of_other_traces_in_an_answer_are_left_out(tempo: Any, pipeline: P
 
 
 @pytest.mark.parametrize(("respond", "words"), [
-    (lambda h: _send(h, 500, b"rpc error: code = Unavailable desc = no queriers", "text/plain"),
+    (lambda h: send_answer(h, 500, b"rpc error: code = Unavailable desc = no queriers", "text/plain"),
      ("HTTP 500", "no queriers")),
-    (lambda h: _send(h, 400, b"invalid trace id", "text/plain"), ("HTTP 400", "invalid trace id")),
-    (lambda h: _send(h, 200, b"{" * 100_000), ("response is not JSON",)),
-    (lambda h: _send(h, 200, b"<html>Grafana</html>", "text/html"), ("response is not JSON",)),
+    (lambda h: send_answer(h, 400, b"invalid trace id", "text/plain"), ("HTTP 400", "invalid trace id")),
+    (lambda h: send_answer(h, 200, b"{" * 100_000), ("response is not JSON",)),
+    (lambda h: send_answer(h, 200, b"<html>Grafana</html>", "text/html"), ("response is not JSON",)),
     (lambda h: _json(h, 200, {"data": []}), ("not a Tempo trace-by-id answer",)),
     (lambda h: _json(h, 200, [1, 2]), ("not a Tempo trace-by-id answer",)),
     (lambda h: _json(h, 200, {"trace": 5}), ("'trace' is not an object",)),
@@ -327,25 +303,25 @@ def test_spans_of_other_traces_in_an_answer_are_left_out(tempo: Any, pipeline: P
 def test_a_bad_answer_is_one_line_and_nothing_received(tempo: Any, respond: Any,
                                                        words: tuple[str, ...]) -> None:
     server = tempo(respond=respond)
-    _one_problem(TempoQueryClient(server.url).fetch_traces([A]), A, "trace not fetched", *words)
+    one_problem(TempoQueryClient(server.url).fetch_traces([A]), A, "trace not fetched", *words)
 
 
 def test_a_hanging_tempo_is_cut_off_at_the_deadline(tempo: Any) -> None:
     server = tempo(respond=lambda handler: handler.server.tempo.stop.wait(60))  # accepts, never answers
     fetch = TempoQueryClient(server.url, timeout=30, deadline=0.5, concurrency=2).fetch_traces([A, B, C])
-    _one_problem(fetch, "3 traces not fetched", "no answer within the overall deadline of 0.5 s")
+    one_problem(fetch, "3 traces not fetched", "no answer within the overall deadline of 0.5 s")
 
 
 def test_the_v1_retry_shares_the_deadline(tempo: Any) -> None:
     def v2_missing_v1_hangs(handler: Any) -> None:
         if handler.path.startswith("/api/v2/"):
-            _send(handler, 404, _MUX_NOT_FOUND, "text/plain")
+            send_answer(handler, 404, _MUX_NOT_FOUND, "text/plain")
         else:
             handler.server.tempo.stop.wait(60)
 
     server = tempo(respond=v2_missing_v1_hangs)
     fetch = TempoQueryClient(server.url, timeout=30, deadline=0.5).fetch_traces([A])
-    _one_problem(fetch, "no answer within the overall deadline of 0.5 s")
+    one_problem(fetch, "no answer within the overall deadline of 0.5 s")
     assert server.asked == {f"/api/v2/traces/{A}": 1, f"/api/traces/{A}": 1}
 
 
@@ -362,7 +338,7 @@ def test_a_dripping_tempo_is_cut_off_at_the_request_timeout(tempo: Any) -> None:
 
     server = tempo(respond=drip)
     fetch = TempoQueryClient(server.url, timeout=0.5).fetch_traces([A])
-    _one_problem(fetch, "no complete answer within 0.5 s")
+    one_problem(fetch, "no complete answer within 0.5 s")
     assert server.hung_up.wait(30), "the client never hung up on the dripping server"
 
 
