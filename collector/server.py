@@ -20,6 +20,9 @@ from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.memory import MemoryGuard
 from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.config import backend_bounds_from_env
+from memtrace_otel.content.resolve import ContentResolver
+from memtrace_otel.content.store import open_store
+from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.model import SpanRecord
 
@@ -45,6 +48,8 @@ class ServeConfig:
     jaeger_url: str | None = None
     tempo_url: str | None = None
     engine: str = "lineage"
+    content_store: str | None = None
+    """Directory or fsspec URL the spans' content references point into (``--content-store``)."""
 
     def validate(self) -> None:
         """``ValueError`` naming the first bad setting."""
@@ -63,6 +68,8 @@ class ServeConfig:
                 raise ValueError(f"{name} port {port} is not in 0..65535")
         if self.jaeger_url and self.tempo_url:
             raise ValueError("give either a Jaeger or a Tempo query URL, not both")
+        if self.content_store is not None:
+            open_store(self.content_store)  # ContentStoreError (a ValueError) names a bad path or URL
 
 
 def otlp_exporter(endpoint: str | None, protocol: str) -> SpanExporter:
@@ -153,6 +160,12 @@ class MemtraceServer:
         return self.service.stop(timeout)
 
 
+def _content_by_hash(config: ServeConfig) -> ContentLookup | None:
+    # One resolver for the service's life: its cache serves every trace; a store that cannot
+    # be read is logged once and attribution goes on without content.
+    return ContentResolver(config.content_store).get if config.content_store else None
+
+
 def build_server(config: ServeConfig, *, exporter: SpanExporter | None = None) -> MemtraceServer:
     """Wire a server from ``config`` (``ValueError`` on a bad setting); binds nothing yet."""
     config.validate()
@@ -161,5 +174,6 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | None = None) -
     assembler = TraceAssembler(settle_seconds=config.settle_seconds,
                                max_bytes=config.memory_limit_mib * _MIB // 2)
     service = AttributionService(exporter or otlp_exporter(config.backend_otlp, config.backend_protocol),
-                                 backend=_backend(config), assembler=assembler, engine=config.engine)
+                                 backend=_backend(config), assembler=assembler, engine=config.engine,
+                                 content_by_hash=_content_by_hash(config))
     return MemtraceServer(config, service)

@@ -37,7 +37,7 @@ from memtrace_otel.attribution import create_engine
 from memtrace_otel.attribution.base import Attribution, FailureCase
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler
 from memtrace_otel.collector.outbox import OutboxSpanProcessor
-from memtrace_otel.graph.build import build_graph
+from memtrace_otel.graph.build import ContentLookup, build_graph
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.backend import TraceBackend
@@ -50,7 +50,7 @@ from memtrace_otel.version import __version__
 __all__ = ["AttributionService", "ServiceStats"]
 
 _logger = logging.getLogger(__name__)
-Annotate = Callable[[Tracer, nx.DiGraph, Attribution], None]
+Annotate = Callable[[Tracer, nx.DiGraph, Attribution, bool], None]
 
 
 @dataclass(slots=True)
@@ -98,17 +98,24 @@ class AttributionService:
     max_jobs:
         Failed traces waiting for attribution at most; more are dropped and counted.
     annotate:
-        Writes one verdict as spans (default: :mod:`memtrace_otel.writeback.annotations`).
+        Writes one verdict as spans (default: :mod:`memtrace_otel.writeback.annotations`); its
+        last argument says whether the engine's explanation may be written (``False`` when
+        it may quote contents read from the content store, which the backend must not get).
+    content_by_hash:
+        Reads the texts spans left in a content store by hash
+        (:class:`~memtrace_otel.content.ContentResolver`'s ``get``, ``--content-store``).
     """
 
     def __init__(self, exporter: SpanExporter, *, backend: TraceBackend | None = None,
                  assembler: TraceAssembler | None = None, engine: str = "lineage",
                  max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
-                 outbox: OutboxSpanProcessor | None = None) -> None:
+                 outbox: OutboxSpanProcessor | None = None,
+                 content_by_hash: ContentLookup | None = None) -> None:
         if max_jobs < 1 or tick_seconds <= 0:
             raise ValueError("max_jobs must be >= 1 and tick_seconds > 0")
         self.assembler = assembler or TraceAssembler()
         self.backend = backend
+        self._content_by_hash = content_by_hash
         self.engine = create_engine(engine)
         self.stats = ServiceStats()
         self.outbox = outbox or OutboxSpanProcessor(exporter)
@@ -216,12 +223,16 @@ class AttributionService:
         result.add(trace.spans)
         if self.backend is not None:
             self._fetch_linked(result, self.backend)
-        G = build_graph(result.spans)
+        G = build_graph(result.spans, content_by_hash=self._content_by_hash)
+        # Contents read from the store were kept out of the backend on purpose: the engine's words,
+        # which may quote them, must not go back there (the annotation says names, ids, error type).
+        quotable = self._content_by_hash is None or not any(
+            MemTrace.CONTENT_REF in span.attributes for span in result.spans)
         for evaluation in failed_evaluations(G):
             if G.nodes[evaluation].get("trace_id") != trace.trace_id:
                 continue  # a failure of a fetched trace belongs to the instance that owns it
             attribution = self.engine.attribute(G, FailureCase.from_graph(G, evaluation))
-            self._annotate(self._tracer, G, attribution)
+            self._annotate(self._tracer, G, attribution, quotable)
             self.stats.add(attributions=1)
 
     def _fetch_linked(self, result: SpanReadResult, backend: TraceBackend) -> None:
@@ -235,10 +246,10 @@ class AttributionService:
 def _default_annotate() -> Annotate:
     from memtrace_otel.writeback.annotations import write_annotations
 
-    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution) -> None:
+    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool) -> None:
         data = G.nodes[attribution.case.evaluation]
         evaluation = SpanContext(int(data["trace_id"], 16), int(data["span_id"], 16), is_remote=True,
                                  trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        write_annotations(tracer, attribution, evaluation)
+        write_annotations(tracer, attribution, evaluation, include_explanation=quotable)
 
     return annotate

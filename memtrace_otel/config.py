@@ -18,6 +18,9 @@ __all__ = [
     "ENV_BACKEND_TIMEOUT",
     "ENV_CAPTURE_CONTENT",
     "ENV_CONTENT_MAX_CHARS",
+    "ENV_CONTENT_STORE",
+    "ENV_CONTENT_UPLOAD_BASE_PATH",
+    "ENV_GENAI_UPLOAD_BASE_PATH",
     "ENV_JAEGER_URL",
     "ENV_LOCOMO_DIR",
     "ENV_MAX_INPUT_BYTES",
@@ -29,10 +32,12 @@ __all__ = [
     "backend_bounds_from_env",
     "content_capture_from_env",
     "content_max_chars_from_env",
+    "content_store_from_env",
     "env_int",
     "env_seconds",
     "locomo_dir",
     "max_input_bytes_from_env",
+    "upload_base_path_from_env",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -42,6 +47,12 @@ ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The switch GenAI instrumentations use; ``true`` records variable contents on spans."""
 ENV_CONTENT_MAX_CHARS = "MEMTRACE_CONTENT_MAX_CHARS"
 """Truncation limit for one captured content string."""
+ENV_CONTENT_UPLOAD_BASE_PATH = "MEMTRACE_CONTENT_UPLOAD_BASE_PATH"
+"""Upload variable contents to this directory or fsspec URL (``s3://``, ``memory://``), by hash."""
+ENV_GENAI_UPLOAD_BASE_PATH = "OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH"
+"""The GenAI upload hook's base path: used unless ``MEMTRACE_CONTENT_UPLOAD_BASE_PATH`` is set."""
+ENV_CONTENT_STORE = "MEMTRACE_CONTENT_STORE"
+"""Where ``analyze`` / ``graph`` / ``serve`` read referenced contents from (``--content-store``)."""
 ENV_LOCOMO_DIR = "MEMTRACE_LOCOMO_DIR"
 """Where the LoCoMo conversations live (default ``../shared/data/locomo``)."""
 ENV_JAEGER_URL = "MEMTRACE_JAEGER_URL"
@@ -105,6 +116,28 @@ def content_capture_from_env() -> ContentCapture:
         raw,
     )
     return ContentCapture.NO_CONTENT
+
+
+def upload_base_path_from_env() -> str | None:
+    """Where to upload contents: ``MEMTRACE_CONTENT_UPLOAD_BASE_PATH``, else the GenAI hook's
+    ``OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH``; ``None`` (no upload) when neither is set.
+
+    >>> import os
+    >>> for name in (ENV_CONTENT_UPLOAD_BASE_PATH, ENV_GENAI_UPLOAD_BASE_PATH):
+    ...     os.environ.pop(name, None) and None
+    >>> upload_base_path_from_env() is None
+    True
+    """
+    for name in (ENV_CONTENT_UPLOAD_BASE_PATH, ENV_GENAI_UPLOAD_BASE_PATH):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def content_store_from_env() -> str | None:
+    """The store ``MEMTRACE_CONTENT_STORE`` names for readers, or ``None``."""
+    return os.environ.get(ENV_CONTENT_STORE, "").strip() or None
 
 
 def _env_number(name: str, default: T, parse: Callable[[str], T], valid: Callable[[T], bool],

@@ -90,6 +90,20 @@ class GenAI:
     """Why the evaluator decided so (event attribute)."""
     ERROR_TYPE = "error.type"
     """Exception class name when an operation raised."""
+    # Read (never written) from the spans of GenAI client instrumentations (openai-v2 ...):
+    # a model call made inside a memory operation becomes one of its internal steps in the graph.
+    INPUT_MESSAGES = "gen_ai.input.messages"
+    """Messages sent to the model, JSON ``[{"role", "parts": [{"type", "content"}]}]`` (their opt-in)."""
+    OUTPUT_MESSAGES = "gen_ai.output.messages"
+    """Messages the model returned, JSON like ``gen_ai.input.messages`` (their opt-in)."""
+    SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+    """System instructions sent apart from the messages, JSON ``[{"type", "content"}]`` (their opt-in)."""
+    RESPONSE_ID = "gen_ai.response.id"
+    """The provider's id of the model's response."""
+    PROMPT = "gen_ai.prompt"
+    """Older form: attribute of the ``gen_ai.content.prompt`` span event, the messages as JSON."""
+    COMPLETION = "gen_ai.completion"
+    """Older form: attribute of the ``gen_ai.content.completion`` span event, the choices as JSON."""
 
 
 class GenAIOperation(StrEnum):
@@ -102,6 +116,10 @@ class GenAIOperation(StrEnum):
     SEARCH_MEMORY = "search_memory"
     RETRIEVAL = "retrieval"
     CHAT = "chat"
+    # Model calls of GenAI client instrumentations (read only, see GENAI_CALL_OPERATIONS).
+    TEXT_COMPLETION = "text_completion"
+    GENERATE_CONTENT = "generate_content"
+    EMBEDDINGS = "embeddings"
 
 
 MEMORY_OPERATIONS: frozenset[GenAIOperation] = frozenset({
@@ -127,6 +145,10 @@ class GenAIEvent:
     """Event names from the GenAI conventions."""
 
     EVALUATION_RESULT = "gen_ai.evaluation.result"
+    CONTENT_PROMPT = "gen_ai.content.prompt"
+    """Older form of a model call's prompt: a span event with ``gen_ai.prompt`` (read only)."""
+    CONTENT_COMPLETION = "gen_ai.content.completion"
+    """Older form of a model call's completion: a span event with ``gen_ai.completion`` (read only)."""
 
 
 class EvaluationScoreLabel(StrEnum):
@@ -195,6 +217,12 @@ class MemTrace:
     STEP_NAMES = "memtrace.steps"
     """Names of the operation's internal steps, in order (prompt, raw response ...)."""
 
+    CONTENT_REF = "memtrace.content_ref"
+    """URL of the content store holding this span's contents (upload on, issue 12): each variable's
+    text is stored under the hash in its ``memtrace.variables`` descriptor."""
+    EVALUATION_TEXTS_REF = "memtrace.evaluation.texts_ref"
+    """``"<field> <hash>"`` of the verdict texts stored in the ``memtrace.content_ref`` store."""
+
 
 class MemTraceEvent:
     """``memtrace.*`` event names (a separate namespace from attribute keys)."""
@@ -242,6 +270,10 @@ class Category(StrEnum):
     GENERATION = "generation"
     EVALUATION = "evaluation"
     OTHER = "other"
+    LLM_CALL = "llm_call"
+    """An internal step: a GenAI client call (chat, embeddings ...) made inside a memory operation,
+    built from another instrumentation's span (``graph/genai_steps.py``). No error type of its own:
+    a fault in it is its parent operation's."""
 
 
 class VariableKind(StrEnum):
@@ -347,7 +379,8 @@ def all_keys() -> list[str]:
     True
     """
     keys: list[str] = []
-    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench):
+    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench,
+                      SmartComment):
         keys.extend(
             value
             for name, value in vars(namespace).items()
@@ -395,6 +428,11 @@ class MemTraceAttribution:
     """Graph node ids from the evidence to the evaluation through the root cause."""
     FAILURE_REASON = "memtrace.attribution.failure_reason"
     """Why no operation could be blamed (only on unattributed failures)."""
+    STEP_SPAN_ID = "memtrace.attribution.step.span_id"
+    """Span id of the model call inside the root cause that went wrong (its internal ``llm_call`` step;
+    only when the blamed operation has steps)."""
+    STEP_NAME = "memtrace.attribution.step.name"
+    """Span name of that model call (``chat gpt-4o-mini`` ...)."""
 
 
 class AnnotationSpan(StrEnum):
@@ -422,3 +460,70 @@ class MemTraceBench:
 
 __all__ += ["ROOT_CAUSE_EVALUATION_NAME", "WRITEBACK_SCOPE", "AnnotationSpan", "MemTraceAttribution",
             "MemTraceBench"]
+
+
+# -- smartcomment import ----------------------------------------------------------------------
+# Appended for issue 11: what a smartcomment execution graph keeps on the spans it becomes
+# (docs/smartcomment.md). The graph builder reads none of these; labels are for scoring only.
+
+SMARTCOMMENT_SCOPE = "memtrace_otel.smartcomment"
+"""Instrumentation scope of the spans converted from smartcomment graphs."""
+
+
+class SmartComment:
+    """Keys of the spans converted from smartcomment (``ExecNetwork.export_graph()``) files."""
+
+    GRAPH_ID = "smartcomment.graph.id"
+    """The graph's ``graph_id`` (on every converted span)."""
+    SESSION_ID = "smartcomment.session.id"
+    """The session's ``session_id`` (on the session's root span)."""
+    SESSION_NAME = "smartcomment.session.name"
+    """The session's ``session_name``."""
+    SESSION_CATEGORY = "smartcomment.session.category"
+    """The session's ``category``."""
+    OP_ID = "smartcomment.op.id"
+    """The operation's ``op_id``."""
+    OP_CATEGORY = "smartcomment.op.category"
+    """The operation's category as written (mapped to ``memtrace.operation.category`` by one table)."""
+    OP_COMMENT = "smartcomment.op.comment"
+    """The operation's developer comment."""
+    EDGE_IDS = "smartcomment.edge.ids"
+    """The ``edge_id`` of each edge the operation made (parallel to the next three)."""
+    EDGE_SOURCES = "smartcomment.edge.sources"
+    """Each edge's ``source_full_node_id`` (the NONE sentinel included)."""
+    EDGE_TARGETS = "smartcomment.edge.targets"
+    """Each edge's ``target_full_node_id``."""
+    EDGE_CATEGORIES = "smartcomment.edge.categories"
+    """Each edge's ``category``."""
+    VARIABLE_IDS = "smartcomment.variable.ids"
+    """Parallel to ``memtrace.variables``: each variable's original ``full_node_id``."""
+    VARIABLE_CATEGORIES = "smartcomment.variable.categories"
+    """Parallel to ``memtrace.variables``: each variable's ``category`` as written."""
+    GOLDEN_ANSWERS = "smartcomment.annotation.golden_answers"
+    """A MemTraceBench annotation's ``golden_answers``."""
+    SOURCE_EVIDENCE_IDS = "smartcomment.annotation.source_evidence_ids"
+    """A MemTraceBench annotation's ``source_evidence_ids`` as written."""
+    LABEL_ERROR_TYPE = "smartcomment.label.error_type"
+    """Gold label: the annotation's ``final_error_type``. For scoring only; engines never read it."""
+    LABEL_OP_ID = "smartcomment.label.op_id"
+    """Gold label: the annotation's ``final_op_id``. For scoring only."""
+    LABEL_SPAN_ID = "smartcomment.label.span_id"
+    """Gold label: the span id ``final_op_id`` was converted to (absent when it names no operation)."""
+
+
+__all__ += ["SMARTCOMMENT_SCOPE", "SmartComment"]
+
+
+# -- GenAI calls inside memory operations -----------------------------------------------------
+# Appended for issue 10: the model calls another instrumentation traces inside a memory operation.
+
+GENAI_CALL_OPERATIONS: frozenset[GenAIOperation] = frozenset({
+    GenAIOperation.CHAT, GenAIOperation.TEXT_COMPLETION, GenAIOperation.GENERATE_CONTENT,
+    GenAIOperation.EMBEDDINGS,
+})
+"""``gen_ai.operation.name`` values of model-call spans: under a memory operation, each becomes one
+of its internal ``llm_call`` steps (prompt -> raw response) in the graph."""
+GENAI_GENERATION_OPERATIONS: frozenset[GenAIOperation] = GENAI_CALL_OPERATIONS - {GenAIOperation.EMBEDDINGS}
+"""Model calls that answer with text: the operation's outputs are derived from their responses."""
+
+__all__ += ["GENAI_CALL_OPERATIONS", "GENAI_GENERATION_OPERATIONS"]

@@ -4,7 +4,8 @@ Why: no model API is reachable here, yet the LLM engines must be tested
 through the real ``openai`` client (HTTP, JSON, tool calls, usage, timeouts).
 The server speaks ``POST /v1/chat/completions`` on ``127.0.0.1:<free port>``
 from a daemon thread (stdlib ``http.server``), answers with what a *script*
-says, and records every request it got.
+says, and records every request it got. ``POST /v1/embeddings`` answers
+deterministic vectors (:func:`embed`), outside the script.
 
 A script is either a queue of :class:`Reply` (one per request, in order) or
 a callable ``(request_body) -> Reply``. Replies can be text, tool calls, a
@@ -19,6 +20,7 @@ and measure tokens; it is not a model and makes no accuracy claim.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["OraclePolicy", "Reply", "ScriptedOpenAIServer", "count_tokens"]
+__all__ = ["OraclePolicy", "Reply", "ScriptedOpenAIServer", "count_tokens", "embed", "embeddings_response"]
 
 
 def count_tokens(payload: Any) -> int:
@@ -91,6 +93,7 @@ class ScriptedOpenAIServer:
             self._script, self._queue = None, deque(script)
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.embedding_requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -160,6 +163,8 @@ class ScriptedOpenAIServer:
                 pass
 
             def do_POST(self) -> None:
+                if self.path.rstrip("/") == "/v1/embeddings":
+                    return self._embeddings()
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     return self._send(404, '{"error": {"message": "not found"}}')
                 length = int(self.headers.get("Content-Length") or 0)
@@ -174,6 +179,17 @@ class ScriptedOpenAIServer:
                     return self._send(reply.status, reply.raw_body)
                 return self._send(reply.status, json.dumps(server._completion(body, reply)))
 
+            def _embeddings(self) -> None:
+                # Deterministic vectors, apart from the chat script: embeddings never consume a Reply.
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    return self._send(400, '{"error": {"message": "bad JSON"}}')
+                with server._lock:
+                    server.embedding_requests.append(body)
+                return self._send(200, json.dumps(embeddings_response(body)))
+
             def _send(self, status: int, text: str) -> None:
                 data = text.encode()
                 try:
@@ -186,6 +202,32 @@ class ScriptedOpenAIServer:
                     pass  # the client gave up (timeout): nothing to answer
 
         return Handler
+
+
+EMBEDDING_DIMENSIONS = 8
+
+
+def embed(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """The server's deterministic embedding of ``text``: unit-length, from a hash of its words."""
+    vector = [0.0] * dimensions
+    for word in text.lower().split():
+        digest = hashlib.blake2b(word.encode(), digest_size=dimensions).digest()
+        for i, byte in enumerate(digest):
+            vector[i] += byte / 255.0 - 0.5
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def embeddings_response(body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/embeddings``: one vector per input string (``input`` is a string or a list)."""
+    raw = body.get("input")
+    inputs = [raw] if isinstance(raw, str) else [str(item) for item in raw or ()]
+    return {
+        "object": "list", "model": body.get("model", "scripted-embedding"),
+        "data": [{"object": "embedding", "index": i, "embedding": embed(text)}
+                 for i, text in enumerate(inputs)],
+        "usage": {"prompt_tokens": count_tokens(inputs), "total_tokens": count_tokens(inputs)},
+    }
 
 
 _QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)

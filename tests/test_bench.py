@@ -192,6 +192,34 @@ def test_cli_score_prints_the_cell_table_per_system_and_error_type(tmp_path: Pat
     assert set(summary["cells"]["hand"]) == {"ExtractionError", "ResponseError"}
 
 
+def test_scores_are_grouped_and_filtered_by_benchmark_part(tmp_path: Path) -> None:
+    _hand_made_bench(tmp_path)
+    labels = _labels(tmp_path)
+    labels[0]["part"] = "natural"  # case A; case B has no part: an injected case
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(row) + "\n" for row in labels))
+    runner = CliRunner()
+    both = json.loads(runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path),
+                                           "--json"]).stdout)
+    assert {p: r["cases"] for p, r in both["by_part"].items()} == {"injected": 1, "natural": 1}
+    assert both["by_part"]["injected"]["operation_accuracy"] == 1.0
+    assert both["by_part"]["natural"]["operation_accuracy"] == 0.0
+    assert [c["part"] for c in both["cases"]] == ["natural", "injected"]
+    natural = runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path),
+                                   "--part", "natural", "--json"])
+    assert natural.exit_code == 0, natural.output
+    summary = json.loads(natural.stdout)
+    assert [c["case_id"] for c in summary["cases"]] == ["A"] and summary["parts"] == ["natural"]
+    table = runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path),
+                                 "--part", "injected", "--part", "natural"]).stdout
+    cells = [line.split("│")[1:3] for line in table.splitlines() if line.count("│") > 3]
+    # a narrow terminal wraps "part natural" onto two lines of the first column
+    names = [" ".join(f"{a[0]} {b[0]}".split()) if not b[1].strip() else " ".join(a[0].split())
+             for a, b in zip(cells, [*cells[1:], ["", ""]], strict=True) if a[1].strip()]
+    assert names[-2:] == ["part injected", "part natural"], names
+    bad = runner.invoke(main, ["bench", "score", "--engine", "last-operation", str(tmp_path), "--part", "x"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
 @pytest.mark.parametrize("bad", ["{outside}/26", "../26", "26/../../26", "", ".hidden"])
 def test_build_rejects_conversation_ids_that_are_paths(locomo: str, tmp_path: Path, bad: str) -> None:
     outside = tmp_path / "outside"
@@ -219,3 +247,46 @@ def test_build_without_the_bench_extra_says_which_extra_to_install(monkeypatch: 
     assert result.output.strip().splitlines() == [
         "Error: `memtrace bench build` needs wordllama: pip install 'memtrace-otel[bench]'"]
     assert not (tmp_path / "b").exists()
+
+
+def test_mem0_similarity_index_finds_what_a_scan_of_every_unit_finds(locomo: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtrace_otel.bench.systems.mem0_style import Mem0StyleSystem
+    from memtrace_otel.text import content_tokens
+
+    def scan(system: Mem0StyleSystem, fact) -> list[tuple[str, float]]:
+        """The definition: Jaccard over content tokens, same speaker, no shared token no result,
+        older unit first among equals."""
+        tokens = frozenset(content_tokens(f"{fact.speaker} {fact.text}"))
+        scored = [(u.name, len(tokens & u.tokens) / len(tokens | u.tokens))
+                  for u in system.state.units.values()
+                  if u.sentences[0].speaker == fact.speaker and tokens & u.tokens]
+        return sorted(scored, key=lambda item: -item[1])[:system.search_k]
+
+    indexed = Mem0StyleSystem._similar_units
+    compared = []
+
+    def both(system: Mem0StyleSystem, fact):
+        found = indexed(system, fact)
+        compared.append(([(u.name, s) for u, s in found], scan(system, fact)))
+        return found
+
+    monkeypatch.setattr(Mem0StyleSystem, "_similar_units", both)
+    job = _Job(quick_config(str(tmp_path)), "mem0-style", "26")
+    job.clean_run()  # updates and deletes included: the index follows the store
+    assert len(compared) > 100 and any(len(found) > 1 for found, _ in compared)
+    assert all(found == expected for found, expected in compared)
+
+
+def test_wordllama_rows_are_remembered_and_equal_to_the_model_s(locomo: str) -> None:
+    from memtrace_otel.bench.systems.offline import WordLlamaEmbedder, default_embedder
+
+    embedder = default_embedder()
+    if not isinstance(embedder, WordLlamaEmbedder):
+        pytest.skip("wordllama is not installed (the lexical embedder has no memo)")
+    fresh = WordLlamaEmbedder(embedder._model)
+    first, again = fresh.embed(["Ann adopted a dog."]), fresh.embed(["Ann adopted a dog."])
+    assert (first == again).all() and (first == fresh._rows(["Ann adopted a dog."])).all()
+    assert len(fresh._cache) == 1 and not first.flags.writeable
+    pair = fresh.embed(["Ann adopted a dog.", "Rex"])
+    assert pair.shape[0] == 2 and len(fresh._cache) == 1  # batches are not memoised

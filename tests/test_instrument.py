@@ -141,6 +141,30 @@ def test_record_metadata_carries_lineage_across_traces(tracer_provider, span_exp
     assert search.links[0].context.span_id == writer.span_id
 
 
+def test_one_link_per_producer_span_however_many_records_it_wrote(tracer_provider, span_exporter) -> None:
+    # The SDK keeps 128 links per span and drops the oldest (the best-ranked records): links must
+    # count writers, not records, so a big search over one ingestion keeps its lineage.
+    mt = MemoryTracer(tracer_provider)
+    records = []
+    for writer in ("ingest-a", "ingest-b"):
+        with mt.operation(writer, Category.EXTRACTION) as op:
+            for i in range(150):
+                unit = op.write(f"mem:{writer}:{i}", f"fact {i}", kind=VariableKind.MEMORY_UNIT)
+                records.append(op.lineage_metadata(unit, {}))
+    reader = MemoryTracer(tracer_provider)
+    with reader.operation("search", Category.RETRIEVAL) as op:
+        for metadata in records:
+            op.read_record(metadata)
+    spans = {s.name: s for s in span_exporter.get_finished_spans()}
+    search = spans["search"]
+    assert len(search.attributes[MemTrace.INPUTS]) == 300
+    assert {link.context.span_id for link in search.links} == {
+        spans["ingest-a"].context.span_id, spans["ingest-b"].context.span_id}
+    assert len(search.links) == 2 and search.dropped_links == 0
+    assert [link.attributes[MemTraceLink.VARIABLE] for link in search.links] == [
+        "mem:ingest-a:0@1", "mem:ingest-b:0@1"]
+
+
 def test_read_record_without_lineage_needs_a_name(tracer_provider) -> None:
     mt = MemoryTracer(tracer_provider)
     with mt.operation("search", Category.RETRIEVAL) as op:

@@ -16,12 +16,15 @@ from typing import Any, ClassVar, final
 
 import networkx as nx
 
+from memtrace_otel.attribution.steps import point_at_step
 from memtrace_otel.graph.query import answer_of, missing_lineage
 from memtrace_otel.semconv import ErrorType, EvaluationSignal, error_type_of_category
 
 __all__ = [
+    "AMBIGUITY_MARGIN",
     "MISSING_TRACES_CONFIDENCE",
     "Attribution",
+    "Candidate",
     "Engine",
     "ErrorType",
     "FailureCase",
@@ -34,6 +37,8 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 MISSING_TRACES_CONFIDENCE = 0.5
 """Factor on an engine's confidence when the case's lineage reaches traces missing from the input."""
+AMBIGUITY_MARGIN = 0.15
+"""A verdict is ambiguous when the runner-up candidate's confidence is within this of the top one's."""
 
 
 @dataclass(slots=True)
@@ -72,6 +77,34 @@ class FailureCase:
 
 
 @dataclass(slots=True)
+class Candidate:
+    """One possible root cause of a failure, ranked among others by ``confidence`` (0..1).
+
+    ``reason`` says in one line what points at it.
+    """
+
+    operation: str
+    span_id: str | None
+    error_type: ErrorType | None
+    confidence: float
+    reason: str = ""
+    operation_name: str | None = None
+
+    @classmethod
+    def of(cls, G: nx.DiGraph, operation: str, error_type: ErrorType | None, confidence: float,
+           reason: str = "") -> Candidate:
+        """The candidate ``operation`` of ``G`` (error type from its category when ``None``)."""
+        data = G.nodes[operation]
+        kind = error_type or error_type_of_category(data.get("category"))
+        return cls(operation, data.get("span_id"), kind, round(confidence, 3), reason, data.get("name"))
+
+    def to_dict(self) -> dict[str, Any]:
+        result = asdict(self)
+        result["error_type"] = self.error_type.value if self.error_type else None
+        return result
+
+
+@dataclass(slots=True)
 class Attribution:
     """An engine's verdict on one :class:`FailureCase`.
 
@@ -81,6 +114,10 @@ class Attribution:
     ``missing_traces`` (sorted trace ids) names the traces the case's lineage
     links to but the input does not hold; see :meth:`Engine.attribute` for what
     that does to ``confidence``.
+    ``candidates`` ranks the possible root causes, best first (the verdict is the
+    first); engines that weigh no alternatives give a one-element list. ``ambiguous``
+    says the evidence does not separate the first candidates (see
+    :data:`AMBIGUITY_MARGIN`): read the list, not only the verdict.
     """
 
     engine: str
@@ -99,6 +136,13 @@ class Attribution:
     output_tokens: int = 0
     failure_reason: str | None = None
     missing_traces: list[str] = field(default_factory=list)
+    step: str | None = None
+    """The internal step (a model call, ``llm_call`` node) of ``operation`` that went wrong, when it
+    has steps (:func:`~memtrace_otel.attribution.steps.point_at_step` says which and why)."""
+    step_span_id: str | None = None
+    step_name: str | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    ambiguous: bool = False
 
     @property
     def tokens(self) -> int:
@@ -122,6 +166,7 @@ class Attribution:
         result = asdict(self)
         result["error_type"] = self.error_type.value if self.error_type else None
         result["tokens"] = self.tokens
+        result["candidates"] = [c.to_dict() for c in self.candidates]
         return result
 
 
@@ -186,6 +231,8 @@ class Engine(abc.ABC):
             self._attribute(G, case, result)
         except Exception as error:  # the never-raise contract: one bad case must not stop a batch
             result = _not_attributed(result, self._failure_reason(error))
+        _point_at_step(G, result)
+        _default_candidates(G, result)
         _note_missing_traces(G, result)
         result.seconds = time.perf_counter() - started
         return result
@@ -207,6 +254,21 @@ class Engine(abc.ABC):
         return f"internal error: {type(error).__name__}: {error}"
 
 
+def _default_candidates(G: nx.DiGraph, result: Attribution) -> None:
+    # An engine that weighs no alternatives has one candidate: its verdict.
+    if result.candidates or result.operation is None or result.operation not in G:
+        return
+    result.candidates = [Candidate.of(G, result.operation, result.error_type, result.confidence,
+                                      result.explanation)]
+
+
+def _point_at_step(G: nx.DiGraph, result: Attribution) -> None:
+    try:
+        point_at_step(G, result)
+    except Exception as error:  # locating a step must not break the never-raise contract
+        _logger.warning("could not locate the faulty step of %s: %s", result.operation, error)
+
+
 def _note_missing_traces(G: nx.DiGraph, result: Attribution) -> None:
     evaluation = result.case.evaluation
     try:
@@ -218,6 +280,8 @@ def _note_missing_traces(G: nx.DiGraph, result: Attribution) -> None:
         return
     result.missing_traces = missing
     result.confidence = round(result.confidence * MISSING_TRACES_CONFIDENCE, 3)
+    for candidate in result.candidates:
+        candidate.confidence = round(candidate.confidence * MISSING_TRACES_CONFIDENCE, 3)
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
     note = (f"Its lineage links to {len(missing)} trace(s) not in the input ({shown}): what happened "
             f"to the memory there is unseen, so the verdict may be wrong.")

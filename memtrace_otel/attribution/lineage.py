@@ -6,7 +6,8 @@ off the graph without a model:
 
 1. **Evidence.** The evaluation's evidence ids name message variables; without
    them, messages are ranked against question + gold (BM25 and embeddings,
-   fused by reciprocal rank).
+   fused by reciprocal rank), then reordered by how well each fits the
+   question and the failed prediction and, with a gold, says it (:mod:`.evidence`).
 2. **Information.** What the answer needed (:mod:`.presence`): the gold's
    content tokens the evidence holds (numbers and dates exactly), or the
    evidence's own content when there is no usable gold.
@@ -36,7 +37,9 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from memtrace_otel.attribution.base import (
+    AMBIGUITY_MARGIN,
     Attribution,
+    Candidate,
     Engine,
     ErrorType,
     FailureCase,
@@ -44,15 +47,18 @@ from memtrace_otel.attribution.base import (
     register_engine,
 )
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
-from memtrace_otel.attribution.evidence import evidence_path, find_evidence
+from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information
+from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
 __all__ = ["LineageEngine", "find_evidence"]
 
 _NOT_CONTEXT = frozenset({VariableKind.QUERY})
 _EXTRACTION_ROLES = {Category.EXTRACTION: 0, Category.INGEST: 1}
+_READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL})
+_FALLBACK_ALTERNATIVES = 4
 
 
 @dataclass(slots=True)
@@ -235,6 +241,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     """The verdict for one evidence message's information."""
     index = case.index
     content = index.content(evidence)
+    if content and not failure.gold:
+        content = without_prediction(content, failure.question, failure.prediction)
     info = critical_information(
         failure.gold,
         failure.question,
@@ -291,20 +299,31 @@ def _earliest(index: GraphIndex, pool: list[Verdict]) -> Verdict:
 
 
 def _fallback(case: LineageCase) -> Verdict:
-    """No evidence to follow: the most suspicious operation on the answer's slice, by spectrum."""
+    """No evidence to follow: the answer's own read path, last step first, then the slice by spectrum.
+
+    Without evidence nothing says where the information was lost; what is
+    known is which operations made the failed answer: the generation that
+    wrote it, then what built its context. They head the candidates, with a
+    low confidence; the rest of the slice follows by spectrum suspiciousness.
+    """
     index = case.index
     scores = index.ochiai()
     ops = [n for n in case.answer_slice if index.data(n).get("type") == "operation"] or [
         case.generator
     ]
-    op = min(ops, key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n), n))
+    read = sorted((n for n in ops if index.order(n) >= case.query_time and index.category(n) in _READ_PATH),
+                  key=lambda n: (-index.order(n), n))
+    rest = sorted((n for n in ops if n not in read),
+                  key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n), n))
+    op, *others = read + rest
     kind = error_type_of_category(index.category(op)) or ErrorType.RESPONSE
     return Verdict(
         op,
         kind,
-        "no evidence could be located; chosen by spectrum suspiciousness only",
+        "no evidence could be located; the step that made the failed answer, by default",
         confidence=0.15,
         gold_grounded=False,
+        alternatives=others[:_FALLBACK_ALTERNATIVES],
     )
 
 
@@ -313,6 +332,51 @@ def _lost(failure: FailureCase, evidence: list[str]) -> str:
         gold = " ".join(failure.gold.split())
         return repr(gold if len(gold) <= 60 else gold[:57] + "...")
     return f"the content of {', '.join(evidence) or 'the evidence'}"
+
+
+_STRUCTURAL_CONFIDENCE = 0.45
+"""Confidence of a content-free verdict whose rules all point at one operation."""
+_ALTERNATIVE_SHARE = 0.5
+
+
+def _from_suspects(suspects: list[Suspect]) -> Verdict:
+    """The content-free verdict: the top suspect, its confidence its share of all suspects' scores."""
+    top = suspects[0]
+    share = top.score / sum(s.score for s in suspects)
+    return Verdict(top.operation, top.error_type, f"{top.reason} (content not captured: inferred "
+                   "from sizes, versions and lineage)", confidence=_STRUCTURAL_CONFIDENCE * share,
+                   gold_grounded=False)
+
+
+def _candidates(G: nx.DiGraph, verdict: Verdict, verdicts: list[Verdict], suspects: list[Suspect], *,
+                grounded: bool) -> list[Candidate]:
+    """The verdict first, then the other evidence's verdicts, then content-free suspects, by confidence.
+
+    Without content, a suspect's confidence is the verdict's scaled by its score's share
+    of the top suspect's, so an alternative as well supported as the verdict ties it;
+    with content (``grounded``), what content showed outweighs them by half again.
+    """
+    found = {verdict.operation: Candidate.of(G, verdict.operation, verdict.error_type, verdict.confidence,
+                                             verdict.why)}
+    for other in verdicts:
+        for op in (other.operation, *other.alternatives):
+            if op not in found:
+                kind = other.error_type if op == other.operation else None
+                found[op] = Candidate.of(G, op, kind, verdict.confidence * _ALTERNATIVE_SHARE, other.why)
+    top = suspects[0].score if suspects else 0.0
+    for suspect in suspects:
+        if suspect.operation not in found and top > 0:
+            share = suspect.score / top * (_ALTERNATIVE_SHARE if grounded else 1.0)
+            found[suspect.operation] = Candidate.of(G, suspect.operation, suspect.error_type,
+                                                    verdict.confidence * share, suspect.reason)
+    first, *rest = found.values()
+    return [first, *sorted(rest, key=lambda c: -c.confidence)]
+
+
+def _ambiguous(candidates: list[Candidate]) -> bool:
+    """Whether the runner-up is about as well supported as the verdict."""
+    return len(candidates) > 1 and candidates[1].confidence >= candidates[0].confidence - AMBIGUITY_MARGIN * (
+        candidates[0].confidence or 1.0)
 
 
 class LineageEngine(Engine):
@@ -338,13 +402,17 @@ class LineageEngine(Engine):
             raise NotAttributed("the evaluation names no answer variable with a producer")
         case = LineageCase.of(index, answer, generator)
         evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
-        verdict = _choose(
-            case, [v for e in evidence if (v := _trace(case, failure, e)) is not None]
-        )
+        suspects = structural_suspects(case, evidence)
+        verdicts = [v for e in evidence if (v := _trace(case, failure, e)) is not None]
+        verdict = _from_suspects(suspects) if case.structural and suspects else _choose(case, verdicts)
+        guessed = verdict is None
         if verdict is None:
             verdict = _fallback(case)
+            verdicts = [verdict]
         elif not given:
             verdict.confidence *= 0.85
+        result.candidates = _candidates(G, verdict, verdicts, suspects, grounded=not case.structural)
+        result.ambiguous = guessed or _ambiguous(result.candidates)
         result.blame(G, verdict.operation, verdict.error_type)
         result.confidence = round(verdict.confidence, 3)
         result.evidence_path = evidence_path(

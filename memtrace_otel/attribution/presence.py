@@ -121,11 +121,15 @@ def split_header(line: str) -> tuple[str, str]:
     return line[:end], line[end:]
 
 
-def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
+def _share(weights: dict[str, float], total: float, tokens: frozenset[str]) -> float:
     # fsum: exact, so a share that sits on a threshold does not depend on the (hash-seeded) order
-    # in which a set's weights are added.
-    total = math.fsum(weights.values())
-    return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
+    # in which a set's weights are added, nor on which side is iterated; iterating the smaller side
+    # matters, since this runs for every line of every text the walk tests.
+    if not total:
+        return 0.0
+    if len(tokens) < len(weights):
+        return math.fsum(weights[t] for t in tokens if t in weights) / total
+    return math.fsum(w for t, w in weights.items() if t in tokens) / total
 
 
 @dataclass(slots=True, frozen=True)
@@ -149,6 +153,14 @@ class Information:
     topic: dict[str, float] = field(default_factory=dict)
     specific: bool = False
     source: str = "gold"
+    # Totals of the weights, summed once: the presence test asks for shares millions of times.
+    gold_total: float = field(init=False, repr=False, compare=False, default=0.0)
+    sentence_total: float = field(init=False, repr=False, compare=False, default=0.0)
+    topic_total: float = field(init=False, repr=False, compare=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        for name in ("gold", "sentence", "topic"):
+            object.__setattr__(self, f"{name}_total", math.fsum(getattr(self, name).values()))
 
     def __bool__(self) -> bool:
         return bool(self.gold or self.sentence)
@@ -159,12 +171,13 @@ class Information:
 
     def coverage(self, tokens: frozenset[str]) -> float:
         """Weighted share of the gold part (the sentence part without gold) in ``tokens``."""
-        return _share(self.weights, tokens)
+        return _share(self.gold, self.gold_total, tokens) if self.gold else \
+            _share(self.sentence, self.sentence_total, tokens)
 
     def gold_in(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         if not self.exact <= tokens:
             return False
-        return not self.gold or _share(self.gold, tokens) >= threshold
+        return not self.gold or _share(self.gold, self.gold_total, tokens) >= threshold
 
     def carried_by(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         """Whether one text (as one line) with ``tokens`` carries this information."""
@@ -185,11 +198,11 @@ class Information:
         # The gold must sit in the line that states the fact: a unit holding "guitar" in one
         # line and a similar sentence about drums in another does not carry "played guitar".
         for line in lines:
-            if self.topic and _share(self.topic, line) < _TOPIC_SHARE:
+            if self.topic and _share(self.topic, self.topic_total, line) < _TOPIC_SHARE:
                 continue
             if not self.gold_in(line, threshold=threshold):
                 continue
-            share = _share(self.sentence, line)
+            share = _share(self.sentence, self.sentence_total, line)
             if share >= _SENTENCE_SHARE:
                 return True
             # A rare gold identifies the fact with less of its sentence, but only all of it does.

@@ -71,9 +71,11 @@ class BM25Index:
         return total
 
 
-def _terms(text: str) -> list[str]:
-    # BM25 wants term frequencies, so tokenize word by word (tokenize() returns a set).
-    return [t for word in text.split() for t in tokenize(word)]
+@functools.lru_cache(maxsize=100_000)
+def _terms(text: str) -> tuple[str, ...]:
+    # BM25 wants term frequencies, so tokenize word by word (tokenize() returns a set). Memoised:
+    # the graphs of one conversation (one per benchmark case) index the same messages again.
+    return tuple(t for word in text.split() for t in tokenize(word))
 
 
 def bm25_scores(index: BM25Index, query: str) -> list[tuple[str, float]]:
@@ -115,13 +117,27 @@ def _importable(module: str) -> bool:
         return False
 
 
+_EMBEDDING_CACHE = 200_000
+"""Texts whose vectors are kept per process: benchmark cases share most of their messages, and a
+graph per case would otherwise embed the same conversation again and again (~1 KB per text)."""
+
+
 def _normalised(embed: Callable[..., Any]) -> Embedder:
     import numpy as np
 
+    known: dict[str, Any] = {}
+
     def run(texts: Sequence[str]) -> Any:
-        vectors = np.asarray(embed(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1.0, norms)
+        # Only texts not seen yet go through the model; a dict's get/set are atomic under the GIL,
+        # so concurrent callers at worst embed one text twice.
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            vectors = np.asarray(embed(missing), dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            if len(known) + len(missing) > _EMBEDDING_CACHE:
+                known.clear()
+            known.update(zip(missing, vectors / np.where(norms == 0, 1.0, norms), strict=True))
+        return np.stack([known[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
     return run
 

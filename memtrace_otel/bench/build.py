@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memtrace_otel.bench.compound import Decisive, compound_cases
 from memtrace_otel.bench.faults import QUERY_SIDE, inject
 from memtrace_otel.bench.locomo import (
     QA,
@@ -36,15 +37,20 @@ from memtrace_otel.bench.locomo import (
     conversation_ids,
     load_conversation,
 )
+from memtrace_otel.bench.repair import CleanRun, repair_question
 from memtrace_otel.bench.spanfiles import write_span_file
 from memtrace_otel.bench.systems import SYSTEMS, offline_components
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
+from memtrace_otel.bench.systems.interfaces import Components
+from memtrace_otel.bench.systems.oracle import Loss, Repair, key_sentences, verbatim_sentences
 from memtrace_otel.semconv import ErrorType
 from memtrace_otel.spans.model import SpanRecord
 
-__all__ = ["BuildConfig", "JobResult", "build", "derive_seed", "quick_config", "run_job"]
+__all__ = ["BuildConfig", "JobResult", "build", "components", "derive_seed", "quick_config", "replayable",
+           "run_job"]
 
 ADVERSARIAL = 5
+NATURAL_LIMITS = {"long-context": 20, "mem0-style": 30}
 
 
 @dataclass(slots=True)
@@ -61,12 +67,27 @@ class BuildConfig:
     jobs: int = 2
     locomo: str | None = None
     embedder: str = "auto"
+    natural_per_conversation: int = 40
+    natural_limits: dict[str, int] = field(default_factory=lambda: dict(NATURAL_LIMITS))
+    """Lower caps on natural failures tried per conversation for systems whose repair replays
+    re-ingest most of the conversation (seconds per failure, not milliseconds)."""
+    multi_per_conversation: int = 6
+    distractor_per_conversation: int = 8
+    llm: bool = False
+    """Run the LLM steps (answerer, judge, extractor, update decider) through the OpenAI-compatible
+    endpoint configured in the environment (``memtrace_otel.llm_client``) instead of offline."""
+
+    def natural_cap(self, system: str) -> int:
+        """Natural failures tried per (``system``, conversation)."""
+        default = self.natural_per_conversation
+        return min(default, self.natural_limits.get(system, default))
 
 
 def quick_config(out: str, seed: int = 0) -> BuildConfig:
     """A tiny build for tests: one conversation, its first eight sessions, two cases a cell."""
     return BuildConfig(out=out, seed=seed, conversations=["26"], max_sessions=8, per_conversation=2,
-                       jobs=1)
+                       jobs=1, natural_per_conversation=6, multi_per_conversation=2,
+                       distractor_per_conversation=2)
 
 
 @dataclass(slots=True)
@@ -78,6 +99,19 @@ class JobResult:
     clean: list[dict[str, Any]]
     attempts: dict[str, int]
     seconds: float
+    natural: dict[str, int] = field(default_factory=dict)
+
+
+def components(config: BuildConfig) -> Components:
+    """The LLM steps of a build: offline, or through the configured endpoint (``config.llm``).
+
+    Constructing them calls no model; a missing endpoint shows at the first call.
+    """
+    if config.llm:
+        from memtrace_otel.bench.systems.openai_steps import llm_components
+
+        return llm_components(embedder=config.embedder)
+    return offline_components(embedder=config.embedder)
 
 
 def derive_seed(*parts: object) -> int:
@@ -104,13 +138,19 @@ class _Job:
         if config.max_sessions:
             conversation = conversation.truncated(config.max_sessions)
         self.conversation = conversation
-        self.components = offline_components(embedder=config.embedder)
+        self.components = components(config)
         self.seed = derive_seed(config.seed, system, conversation_id)
         self.service = f"memtrace-bench-{system}"
         self.base = os.path.join("spans", system, conversation_id)
         self.snapshots: list[StoreState] = []
         self.session_files: list[str] = []
         self.final = StoreState()
+        self.losses: list[Loss] = []
+        self.decisive: dict[str, Decisive] = {}
+        self.query_spans: dict[str, list[dict[str, str]]] = {}
+
+    def derive(self, *parts: object) -> int:
+        return derive_seed(self.seed, *parts)
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.base, *parts)
@@ -120,17 +160,29 @@ class _Job:
 
     def clean_run(self) -> list[QuestionOutcome]:
         run = TracedRun(self.seed, self.service)
-        system = self.cls(run.tracer, self.components)
+        # The audit watches every question's critical information while ingesting (it changes nothing).
+        system = self.cls(run.tracer, self.components, repair=self._audit())
         for session in self.conversation.sessions:
             self.snapshots.append(copy.deepcopy(system.state))
             system.ingest_session(session)
             self.session_files.append(self.path("clean", f"s{session.index:02d}.jsonl.gz"))
             self.write(self.session_files[-1], run.sink.drain())
-        self.final = system.state
+        self.final, self.losses, system.repair = system.state, system.losses, None
         outcomes = [system.ask(q, self.case_id(q)) for q in _questions(self.conversation)]
+        self.query_spans = system.query_spans
         self.write(self.path("clean", "questions.jsonl.gz"), run.sink.drain())
         run.close()
         return outcomes
+
+    def _audit(self) -> Repair:
+        keys = tuple(dict.fromkeys(k for q in _questions(self.conversation)
+                                   for k in key_sentences(self.conversation, q)))
+        return Repair(keys, None, verbatim_sentences(self.conversation, keys))
+
+    def clean(self) -> CleanRun:
+        """The clean run, for counterfactual replays (after :meth:`clean_run`)."""
+        return CleanRun(self.cls, self.conversation, self.components, self.snapshots, self.final,
+                        self.losses, self.query_spans, self.seed, self.service)
 
     def case_id(self, qa: QA, error_type: ErrorType | None = None) -> str:
         base = f"{self.cls.name}/{self.conversation.sample_id}/q{qa.index}"
@@ -148,13 +200,45 @@ class _Job:
         query_records: list[SpanRecord] = []
         for error_type in self.cls.applicable:
             labels.extend(self._cases(error_type, usable, by_case, attempts, query_records))
+        for found, item, spans in compound_cases(self, list(self.decisive.values()),
+                                                 multi=self.config.multi_per_conversation,
+                                                 distractors=self.config.distractor_per_conversation,
+                                                 query_records=query_records):
+            gold_fault, gold_span = found.gold
+            label = self._label(found.injection.outcome, item.qa, gold_fault.error_type, gold_span, spans,
+                                item.outcome)
+            labels.append({**label, "part": found.part, "faults": found.roles})
         if query_records:
             self.write(self.path("query_faults.jsonl.gz"), query_records)
         natural = [self._natural(o) for o in outcomes if not o.passed]
+        tally = self._label_natural(natural, by_case, labels)
         clean = [{"case_id": o.case_id, "category": o.category, "passed": o.passed, "score": o.score}
                  for o in outcomes]
         return JobResult(self.cls.name, self.conversation.sample_id, labels, natural, clean,
-                         dict(attempts), time.perf_counter() - started)
+                         dict(attempts), time.perf_counter() - started, dict(tally))
+
+    def _label_natural(self, natural: list[dict[str, Any]], by_case: dict[str, QA],
+                       labels: list[dict[str, Any]]) -> Counter[str]:
+        """Counterfactual repair of a seeded sample of the natural failures, spread over categories.
+
+        Each tried row gets its ``repair`` status; single-cause ones become labels (part
+        ``natural``), the others stay unlabelled and are counted.
+        """
+        tally: Counter[str] = Counter(failures=len(natural))
+        run = self.clean()
+        for row in _spread(natural, self.config.natural_cap(self.cls.name), self.seed):
+            result = repair_question(run, by_case[row["case_id"]], row["case_id"])
+            row["repair"] = {"status": result.status, "attempts": [a.as_dict() for a in result.attempts]}
+            tally[result.status] += 1
+            earliest = result.earliest
+            if earliest is not None:
+                tally[earliest.error_type] += 1
+                labels.append({**{k: v for k, v in row.items() if k != "score"}, "part": "natural",
+                               "error_type": earliest.error_type, "operation": earliest.span,
+                               "seed": self.config.seed, "clean_prediction": None,
+                               "critical": {"dia_id": result.keys[0] if result.keys else None, "unit": None},
+                               "repair": {"target": earliest.target, "tried": len(result.attempts)}})
+        return tally
 
     def _cases(self, error_type: ErrorType, usable: list[QuestionOutcome], by_case: dict[str, QA],
                attempts: Counter[str], query_records: list[SpanRecord]) -> Iterator[dict[str, Any]]:
@@ -173,6 +257,7 @@ class _Job:
             if not result.kept:
                 continue
             kept += 1
+            self.decisive.setdefault(outcome.case_id, Decisive(outcome, qa)).types.append(error_type)
             if error_type in QUERY_SIDE:
                 query_records.extend(result.records)
                 spans = [*self.session_files, self.path("query_faults.jsonl.gz")]
@@ -191,6 +276,7 @@ class _Job:
             "evidence": list(qa.evidence), "category": qa.category, "error_type": error_type.value,
             "operation": span, "spans": spans, "seed": self.config.seed,
             "critical": {"dia_id": clean.source.dia_id if clean.source else None, "unit": clean.unit},
+            "part": "injected",
         }
 
     def _natural(self, outcome: QuestionOutcome) -> dict[str, Any]:
@@ -201,6 +287,38 @@ class _Job:
             "evidence": outcome.evidence, "category": outcome.category,
             "spans": [*self.session_files, self.path("clean", "questions.jsonl.gz")],
         }
+
+
+def _spread(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dict[str, Any]]:
+    """At most ``limit`` of ``rows``, shuffled by ``seed``, taken round-robin over question categories.
+
+    >>> rows = [{"category": c, "n": i} for i, c in enumerate([1, 1, 1, 2, 4])]
+    >>> sorted(r["category"] for r in _spread(rows, 3, 0))
+    [1, 2, 4]
+    """
+    by_category: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    shuffled = list(rows)
+    random.Random(seed).shuffle(shuffled)
+    for row in shuffled:
+        by_category[row["category"]].append(row)
+    queues = [by_category[c] for c in sorted(by_category)]
+    picked: list[dict[str, Any]] = []
+    while len(picked) < limit and any(queues):
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return picked
+
+
+def replayable(config: BuildConfig, system: str, conversation_id: str) -> tuple[CleanRun, dict[str, QA]]:
+    """The clean run of ``system`` on ``conversation_id`` as ``config`` builds it (span files go to
+    ``config.out``), and its questions by case id: what :func:`~memtrace_otel.bench.repair.repair_question`
+    replays."""
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+    job = _Job(config, system, check_conversation_id(conversation_id))
+    job.clean_run()
+    return job.clean(), {job.case_id(q): q for q in _questions(job.conversation)}
 
 
 def run_job(args: tuple[BuildConfig, str, str]) -> JobResult:
@@ -259,24 +377,50 @@ def _write_jsonl(path: str, rows: Iterator[dict[str, Any]]) -> None:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+def _natural_summary(tally: Counter[str]) -> dict[str, Any]:
+    single, other = tally.get("single-cause", 0), tally.get("not-single-cause", 0)
+    return {"failures": tally.get("failures", 0), "tried": single + other, "single_cause": single,
+            "not_single_cause": other,
+            "by_error_type": {t.value: tally[t.value] for t in ErrorType if tally.get(t.value)}}
+
+
+def _shares(counts: Counter[str]) -> dict[str, Any]:
+    """Cases per LoCoMo category, and each category's share of them."""
+    total = sum(counts.values())
+    return {c: {"cases": n, "share": round(n / total, 4)} for c, n in sorted(counts.items())}
+
+
 def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> dict[str, Any]:
     cells: dict[str, Counter[str]] = defaultdict(Counter)
     attempts: dict[str, Counter[str]] = defaultdict(Counter)
     clean: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    parts: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    spread: dict[str, Counter[str]] = defaultdict(Counter)
+    natural: Counter[str] = Counter()
     for result in results:
+        natural.update(result.natural)
         for label in result.labels:
-            cells[result.system][label["error_type"]] += 1
+            part = label.get("part", "injected")
+            parts[part][result.system][label["error_type"]] += 1
+            spread[part][str(label["category"])] += 1
+            if part == "injected":
+                cells[result.system][label["error_type"]] += 1
         attempts[result.system].update(result.attempts)
         for row in result.clean:
             tally = clean[result.system][str(row["category"])]
             tally[0] += int(row["passed"])
             tally[1] += 1
     settings = {k: v for k, v in asdict(config).items() if k not in ("out", "jobs")}
-    components = offline_components(embedder=config.embedder).description
+    description = components(config).description
     return {
-        "seed": config.seed, "settings": settings, "components": components,
+        "seed": config.seed, "settings": settings, "components": description,
         "labelled_cases": sum(len(r.labels) for r in results),
         "natural_failures": sum(len(r.natural_failures) for r in results),
+        "natural_repair": _natural_summary(natural),
+        "parts": {p: sum(sum(c.values()) for c in systems.values()) for p, systems in sorted(parts.items())},
+        "cases_by_part": {p: {s: dict(c) for s, c in by_system.items()}
+                          for p, by_system in sorted(parts.items())},
+        "category_spread": {p: _shares(c) for p, c in sorted(spread.items())},
         "cases": {s: dict(c) for s, c in cells.items()},
         "attempts": {s: dict(c) for s, c in attempts.items()},
         "applicable": {s: [t.value for t in SYSTEMS[s].applicable] for s in config.systems},

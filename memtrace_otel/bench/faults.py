@@ -13,7 +13,8 @@ Two kinds of fault, by where the perturbed operation runs:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from memtrace_otel.bench.locomo import QA, Conversation
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
@@ -35,6 +36,8 @@ class Injection:
     fault_span: dict[str, str] | None
     records: list[SpanRecord]
     first_session: int
+    fired: list[tuple[Fault, dict[str, str]]] = field(default_factory=list)
+    """Every fault that fired, with its span, in firing order (the first is ``fault_span``)."""
 
     @property
     def kept(self) -> bool:
@@ -52,25 +55,31 @@ def session_position(conversation: Conversation, dia_id: str) -> int:
 
 def inject(system: type[MemorySystem], conversation: Conversation, components: Components,
            snapshots: list[StoreState], final: StoreState, qa: QA, fault: Fault, *,
-           seed: int, service: str, apply: bool = True) -> Injection:
-    """Run ``system`` with ``fault`` and ask ``qa`` under case id ``fault.case_id``.
+           seed: int, service: str, apply: bool = True, extra: Sequence[Fault] = (),
+           keep: bool = True) -> Injection:
+    """Run ``system`` with ``fault`` (and the ``extra`` faults, one per error type) and ask ``qa``
+    under case id ``fault.case_id``.
 
     ``snapshots[i]`` is the clean state before session ``i``; ``final`` the clean
     state after all sessions (not modified). ``apply=False`` runs the very same
-    path without the fault: the control that shows the fault alone breaks the answer.
+    path without the faults: the control that shows the faults break the answer.
+    ``keep=False`` drops the spans unexported (``records`` is empty): a run only asked for its answer.
     """
-    active = fault if apply else None
-    run = TracedRun(seed, service)
+    faults = (fault, *extra)
+    ingestion = [f for f in faults if f.error_type in INGESTION_SIDE]
+    run = TracedRun(seed, service, keep=keep)
     try:
-        if fault.error_type in INGESTION_SIDE:
-            start = session_position(conversation, fault.sentence.dia_id)
-            instance = system(run.tracer, components, state=copy.deepcopy(snapshots[start]), fault=active)
+        if ingestion:
+            start = min(session_position(conversation, f.sentence.dia_id) for f in ingestion)
+            instance = system(run.tracer, components, state=copy.deepcopy(snapshots[start]),
+                              faults=faults if apply else ())
             for session in conversation.sessions[start:]:
                 instance.ingest_session(session)
         else:
             start = len(conversation.sessions)
-            instance = system(run.tracer, components, state=final, fault=active)
+            instance = system(run.tracer, components, state=final, faults=faults if apply else ())
         outcome = instance.ask(qa, fault.case_id)
-        return Injection(outcome, instance.fault_span, run.sink.drain(), start)
+        fired = [(instance.faults[i], span) for i, span in instance.fired.items()]
+        return Injection(outcome, instance.fault_span, run.sink.drain(), start, fired)
     finally:
         run.close()

@@ -17,8 +17,10 @@ _COMMANDS = {
     "inspect": "memtrace_otel.cli.inspect_cmd:inspect_command",
     "graph": "memtrace_otel.cli.graph_cmd:graph_command",
     "analyze": "memtrace_otel.cli.analyze_cmd:analyze_command",
+    "report": "memtrace_otel.cli.report_cmd:report_command",
     "bench": "memtrace_otel.cli.bench_cmd:bench_group",
     "serve": "memtrace_otel.cli.serve_cmd:serve_command",
+    "import": "memtrace_otel.cli.import_cmd:import_group",
 }
 
 

@@ -17,10 +17,12 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memtrace_otel.attribution.base import Attribution, available_engines
+from memtrace_otel.attribution.base import Attribution
 from memtrace_otel.attribution.runner import attribute_failures, summarize
 from memtrace_otel.cli.common import (
     EXIT_PARTIAL,
+    EngineChoice,
+    content_store_option,
     files_argument,
     jaeger_option,
     load_graph,
@@ -38,22 +40,7 @@ from memtrace_otel.graph.query import failed_evaluations
 __all__ = ["analyze_command"]
 
 _PROGRESS_FROM = 20  # cases; shorter runs finish before a bar would help
-
-
-class _EngineChoice(click.Choice):
-    """The registered engines, looked up only when needed: importing them all is not free,
-    and ``memtrace --help`` should not pay for it."""
-
-    def __init__(self) -> None:
-        super().__init__(())
-
-    @property  # type: ignore[override]
-    def choices(self) -> tuple[str, ...]:
-        return tuple(available_engines())
-
-    @choices.setter
-    def choices(self, _value: object) -> None:
-        pass  # click.Choice.__init__ assigns it; the registry is the truth
+_SHOWN_CANDIDATES = 3  # the verdict and two runner-ups; --json has the whole list
 
 
 def _row(a: Attribution) -> dict[str, Any]:
@@ -70,6 +57,9 @@ def _row(a: Attribution) -> dict[str, Any]:
         "category": a.category,
         "trace_id": a.trace_id,
         "span_id": a.span_id,
+        "step": a.step,
+        "step_name": a.step_name,
+        "step_span_id": a.step_span_id,
         "explanation": a.explanation,
         "evidence_path": a.evidence_path,
         "confidence": a.confidence,
@@ -77,6 +67,8 @@ def _row(a: Attribution) -> dict[str, Any]:
         "input_tokens": a.input_tokens,
         "output_tokens": a.output_tokens,
         "failure_reason": a.failure_reason,
+        "ambiguous": a.ambiguous,
+        "candidates": [c.to_dict() for c in a.candidates],
     }
 
 
@@ -99,6 +91,9 @@ def _table(attributions: Sequence[Attribution]) -> Table:
             cause = f"[red]not attributed[/red]: {cell(a.failure_reason)}"
         else:
             cause = f"{cell(a.operation_name)} [dim]({cell(a.category)})[/dim]"
+            if a.step is not None:  # the model call inside it that went wrong
+                cause += f"\n  step {cell(a.step_name)} [dim](span {cell(a.step_span_id, 16)})[/dim]"
+            cause += _alternatives(a)
         table.add_row(
             str(number),
             cell(case.question),
@@ -109,6 +104,16 @@ def _table(attributions: Sequence[Attribution]) -> Table:
             cell(a.trace_id, 32),
         )
     return table
+
+
+def _alternatives(a: Attribution) -> str:
+    """The runner-up candidates under the verdict; the verdict is marked when they tie it."""
+    shown = [f"{cell(c.operation_name)} [dim]({cell(c.error_type.value if c.error_type else None)}, "
+             f"{c.confidence:.2f})[/dim]" for c in a.candidates[1:_SHOWN_CANDIDATES]]
+    if not shown:
+        return ""
+    head = "\n  [yellow]ambiguous[/yellow], or: " if a.ambiguous else "\n  or: "
+    return head + "; ".join(shown)
 
 
 def _summary_tables(summary: dict[str, Any]) -> list[Table]:
@@ -189,7 +194,7 @@ def _report_missing(missing: set[str], failures: int, backend_url: str | None, *
 
 @click.command("analyze")
 @files_argument
-@click.option("--engine", type=_EngineChoice(), default="lineage", show_default=True,
+@click.option("--engine", type=EngineChoice(), default="lineage", show_default=True,
               help="Attribution engine.")
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."
@@ -198,18 +203,21 @@ def _report_missing(missing: set[str], failures: int, backend_url: str | None, *
 @strict_option
 @jaeger_option
 @tempo_option
+@content_store_option
 @click.pass_context
 def analyze_command(
     ctx: click.Context, files: tuple[str, ...], engine: str, jobs: int, as_json: bool, strict: bool,
-    jaeger_url: str | None, tempo_url: str | None,
+    jaeger_url: str | None, tempo_url: str | None, content_store: str | None,
 ) -> None:
     """Find the root-cause operation of every failed answer in span FILEs.
 
     A FILE may be a directory of span files, or - for standard input.
     Exit 3 when some input was skipped or repaired, or when failures read memory
-    written in traces the input lacks (fetch them with --jaeger URL or --tempo URL).
+    written in traces the input lacks (fetch them with --jaeger URL or --tempo URL),
+    or when the --content-store cannot be read or lacks referenced contents.
     """
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url)
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
+                                    content_store=content_store)
     code = report_problems(problems, strict=strict)
     try:
         attributions = _run(graph, engine, jobs, len(failed_evaluations(graph)))

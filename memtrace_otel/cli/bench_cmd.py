@@ -13,7 +13,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from memtrace_otel.cli.bench_repair_cmd import repair_command
 from memtrace_otel.cli.common import EXIT_PARTIAL, print_json, stderr, stdout
+from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
+from memtrace_otel.llm_client import LLMClient, LLMError
 
 __all__ = ["bench_group"]
 
@@ -21,6 +24,8 @@ __all__ = ["bench_group"]
 # offline embedding model (a build without it would silently use other embeddings, other labels).
 _BENCH_EXTRA = ("numpy", "wordllama")
 _ERROR_TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
+# Mirrors memtrace_otel.bench.score.PARTS (not imported here: the CLI loads bench modules lazily).
+_PARTS = ("injected", "natural", "multi", "distractor")
 # Mirrors memtrace_otel.bench.locomo.check_conversation_id, which this module must not import:
 # it needs the [bench] extra, and a bad argument should be reported without it.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -31,6 +36,16 @@ def _require_bench_extra() -> None:
     if missing:
         raise click.ClickException(f"`memtrace bench build` needs {' and '.join(missing)}: "
                                    "pip install 'memtrace-otel[bench]'")
+
+
+def _require_endpoint() -> None:
+    """``--llm`` needs the openai package and an endpoint: say so before any work."""
+    if importlib.util.find_spec("openai") is None:
+        raise click.ClickException("`memtrace bench build --llm` needs openai: "
+                                   "pip install 'memtrace-otel[openai]'")
+    if LLMClient().api_key is None:
+        raise click.ClickException(f"`memtrace bench build --llm` needs an endpoint: set "
+                                   f"{ENV_OPENAI_BASE_URL} (and {ENV_OPENAI_MODEL}) or {ENV_OPENAI_API_KEY}")
 
 
 def _plain_ids(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -51,6 +66,9 @@ def bench_group() -> None:
     """Labelled failure cases on LoCoMo (fault injection), and engine scores on them."""
 
 
+bench_group.add_command(repair_command)
+
+
 @bench_group.command("build")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Benchmark directory.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every choice and span id.")
@@ -63,11 +81,17 @@ def bench_group() -> None:
 @click.option("--jobs", type=click.IntRange(1), default=None, help="Worker processes [default: cores].")
 @click.option("--locomo", type=click.Path(file_okay=False), default=None,
               help="LoCoMo directory (default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo).")
+@click.option("--llm", is_flag=True,
+              help="Run the systems' LLM steps (answerer, judge, extractor, update decider) through the "
+                   "OpenAI-compatible endpoint of MEMTRACE_OPENAI_BASE_URL / _MODEL / _API_KEY.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
 def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], conversations: tuple[str, ...],
-                  per_conversation: int | None, jobs: int | None, locomo: str | None, as_json: bool) -> None:
+                  per_conversation: int | None, jobs: int | None, locomo: str | None, llm: bool,
+                  as_json: bool) -> None:
     """Run the reference systems cleanly, inject one fault per case, write labels and spans."""
     _require_bench_extra()
+    if llm:
+        _require_endpoint()
     from memtrace_otel.bench.build import BuildConfig, build, quick_config
 
     config = quick_config(out, seed) if quick else BuildConfig(out=out, seed=seed, jobs=os.cpu_count() or 1)
@@ -80,6 +104,7 @@ def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], co
     if jobs:
         config.jobs = jobs
     config.locomo = locomo
+    config.llm = llm
     with _progress() as bar:
         task = bar.add_task("building", total=None)
 
@@ -91,6 +116,8 @@ def build_command(out: str, seed: int, quick: bool, systems: tuple[str, ...], co
             manifest = build(config, progress=advance)
         except (FileNotFoundError, ValueError) as error:
             raise click.ClickException(str(error)) from None
+        except LLMError as error:
+            raise click.ClickException(f"--llm: {error.reason}") from None
     if as_json:
         print_json(manifest)
     else:
@@ -117,27 +144,47 @@ def _print_manifest(manifest: dict[str, Any], out: str) -> None:
 
 
 @bench_group.command("score")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=click.Path())
 @click.option("--engine", "engine_name", required=True, help="Registered engine name.")
+@click.option("--format", "fmt", type=click.Choice(["memtrace", "memtracebench"]), default="memtrace",
+              show_default=True, help="A built benchmark directory, or MemTraceBench smartcomment graphs "
+                                      "(a file or a directory of them).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Score only the first N cases.")
 @click.option("--signal", type=click.Choice(["gold", "correction", "judge", "feedback"]), default="gold",
               show_default=True,
               help="Score with a poorer failure signal than the gold answer (what production has).")
+@click.option("--content", "content", type=click.Choice(["on", "off", "ref"]), default="on",
+              show_default=True,
+              help="Contents on the spans; removed at read time (capture off); or only in a side store.")
+@click.option("--part", "parts", multiple=True, type=click.Choice(_PARTS),
+              help="Only the cases of this benchmark part (repeatable; default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Write the scores as JSON on stdout.")
-def score_command(directory: str, engine_name: str, limit: int | None, signal: str, as_json: bool) -> None:
+def score_command(directory: str, engine_name: str, fmt: str, limit: int | None, signal: str, content: str,
+                  parts: tuple[str, ...], as_json: bool) -> None:
     """Error-type and operation accuracy of an engine on a built benchmark."""
+    if fmt == "memtracebench":
+        if parts:
+            raise click.BadParameter("MemTraceBench graphs have no parts", param_hint="--part")
+        _score_memtracebench(directory, engine_name, signal, as_json)
+        return
     from memtrace_otel.bench.score import score_cases, summarize
 
     with _progress() as bar:
         task = bar.add_task(f"scoring {escape(engine_name)}", total=None)
         try:
-            results, problems = score_cases(directory, engine_name, limit=limit, signal=signal,
-                                            progress=lambda done, total: bar.update(task, completed=done,
-                                                                                    total=total))
+            results, problems = score_cases(
+                directory, engine_name, limit=limit, signal=signal, content=content, parts=parts or None,
+                progress=lambda done, total: bar.update(task, completed=done, total=total))
         except (FileNotFoundError, ValueError) as error:
             raise click.ClickException(str(error)) from None
     summary = summarize(results, engine_name)
-    summary["signal"] = signal
+    summary.update(signal=signal, content=content, parts=list(parts) or None)
+    _report_scores(summary, results, problems, as_json, partial=any(r.problem for r in results))
+
+
+def _report_scores(summary: dict[str, Any], results: list[Any], problems: list[str], as_json: bool, *,
+                   partial: bool) -> None:
+    """Problems on stderr (the first 50), the scores on stdout; exit 3 when some case went wrong."""
     problems.extend(f"{r.case_id}: {r.problem}" for r in results if r.problem)
     for line in problems[:50]:
         stderr.print(f"memtrace: {escape(line)}", soft_wrap=True)
@@ -145,8 +192,27 @@ def score_command(directory: str, engine_name: str, limit: int | None, signal: s
         print_json(summary)
     else:
         _print_summary(summary)
-    if any(r.problem for r in results):
+    if partial:
         raise SystemExit(EXIT_PARTIAL)
+
+
+def _score_memtracebench(path: str, engine_name: str, signal: str, as_json: bool) -> None:
+    """``--format memtracebench``: MemTrace's exact-match metrics on annotated smartcomment graphs."""
+    from memtrace_otel.bench.memtracebench import score_memtracebench
+    from memtrace_otel.bench.score import summarize
+
+    with _progress() as bar:
+        task = bar.add_task(f"scoring {escape(engine_name)}", total=None)
+        try:
+            results, problems = score_memtracebench(
+                [path], engine_name, signal=signal,
+                progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except ValueError as error:
+            raise click.ClickException(str(error)) from None
+    summary = summarize(results, engine_name)
+    summary.update(signal=signal, content="on", format="memtracebench")  # graphs carry their values
+    _report_scores(summary, results, problems, as_json,
+                   partial=bool(problems) or not results or any(r.problem for r in results))
 
 
 def _pct(value: float | None) -> str:
@@ -154,17 +220,21 @@ def _pct(value: float | None) -> str:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    table = Table(title=f"engine {escape(summary['engine'])}")
-    for column in ("group", "cases", "type acc.", "op acc.", "s/case", "tokens/case"):
+    table = Table(title=f"engine {escape(summary['engine'])}, signal {escape(str(summary.get('signal')))}, "
+                        f"content {escape(str(summary.get('content')))}")
+    top_k = f"top-{summary.get('top_k', 3)} op"
+    for column in ("group", "cases", "type acc.", "op acc.", top_k, "s/case", "tokens/case"):
         table.add_column(column, justify="left" if column == "group" else "right")
     rows = [("overall", summary["overall"])]
     rows += [(f"system {s}", r) for s, r in summary["by_system"].items()]
     rows += [(f"type {t}", r) for t, r in summary["by_error_type"].items()]
+    rows += [(f"part {p}", r) for p, r in summary.get("by_part", {}).items()]
     for name, r in rows:
         if not r["cases"]:
             continue
         table.add_row(escape(name), str(r["cases"]), _pct(r["type_accuracy"]), _pct(r["operation_accuracy"]),
-                      f"{r['seconds_per_case']:.4f}", f"{r['tokens_per_case']:.0f}")
+                      _pct(r.get("top_k_operation_accuracy")), f"{r['seconds_per_case']:.4f}",
+                      f"{r['tokens_per_case']:.0f}")
     stdout.print(table)
     _print_cells(summary)
     confusion = Table(title="error-type confusion (rows gold, columns predicted)")

@@ -20,8 +20,11 @@ import networkx as nx
 from click.core import ParameterSource
 from rich.console import Console
 
+from memtrace_otel.attribution.base import available_engines
 from memtrace_otel.cli.terminal import safe_markup, safe_text
-from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL, backend_bounds_from_env
+from memtrace_otel.config import ENV_CONTENT_STORE, ENV_JAEGER_URL, ENV_TEMPO_URL, backend_bounds_from_env
+from memtrace_otel.content.resolve import ContentResolver
+from memtrace_otel.content.store import ContentStoreError
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient
@@ -32,7 +35,10 @@ from memtrace_otel.spans.tempo_query import TempoQueryClient
 
 __all__ = [
     "EXIT_PARTIAL",
+    "EngineChoice",
     "check_one_backend",
+    "content_resolver",
+    "content_store_option",
     "files_argument",
     "jaeger_option",
     "load_graph",
@@ -70,6 +76,45 @@ tempo_option = click.option(
          f"give one of the two [env {ENV_TEMPO_URL}].")
 
 
+content_store_option = click.option(
+    "--content-store", "content_store", envvar=ENV_CONTENT_STORE, metavar="PATH_OR_URL",
+    help="Content store the spans' references point into (a directory, or an fsspec URL such as "
+         "s3://bucket/prefix): variable contents the spans left there are read back. A store that "
+         f"cannot be read is one line; analysis goes on without content [env {ENV_CONTENT_STORE}].")
+
+
+class EngineChoice(click.Choice):
+    """``--engine``: the registered engines, looked up only when needed: importing them all is not
+    free, and ``memtrace --help`` should not pay for it."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return tuple(available_engines())
+
+    @choices.setter
+    def choices(self, _value: object) -> None:
+        pass  # click.Choice.__init__ assigns it; the registry is the truth
+
+
+def content_resolver(content_store: str | None) -> ContentResolver | None:
+    """The reader of ``--content-store``, or ``None`` when not given.
+
+    Raises
+    ------
+    click.BadParameter
+        A path or URL no filesystem serves (unknown protocol, fsspec package missing).
+    """
+    if not content_store:
+        return None
+    try:
+        return ContentResolver(content_store, log=False)  # said as problem lines, once
+    except ContentStoreError as error:
+        raise click.BadParameter(safe_text(error), param_hint="--content-store") from None
+
+
 def say(message: str) -> None:
     """One line on stderr; ``message`` is rich markup whose user content went through ``safe_markup``."""
     stderr.print(f"memtrace: {message}", soft_wrap=True)
@@ -89,14 +134,16 @@ def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:
 
 
 def load_graph(
-    files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None
+    files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None,
+    content_store: str | None = None,
 ) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
     """Read ``files`` (``-`` is standard input) and build one graph; all problems together.
 
     With ``jaeger_url`` (or ``tempo_url``), traces the graph links to but the files
     lack are fetched from Jaeger (or Tempo), and the traces those link to, a few
     rounds deep: the trace backend, not memtrace, is where writes and later reads
-    meet again.
+    meet again. With ``content_store``, contents the spans reference are read from it;
+    a store that cannot be read, or lacks texts, is one problem each.
 
     Raises
     ------
@@ -105,18 +152,28 @@ def load_graph(
     click.UsageError
         Both ``jaeger_url`` and ``tempo_url``.
     click.BadParameter
-        A malformed ``jaeger_url`` or ``tempo_url``.
+        A malformed ``jaeger_url``, ``tempo_url`` or ``content_store``.
     """
     check_one_backend(jaeger_url, tempo_url)
     url = jaeger_url or tempo_url
     backend = _backend(jaeger_url, tempo_url)
+    resolver = content_resolver(content_store)
+    by_hash = resolver.get if resolver is not None else None
     result = _read(files)
-    graph = build_graph(result.spans)
+    graph = build_graph(result.spans, content_by_hash=by_hash)
     fetch_problems: list[Problem] = []
     if backend is not None and url and graph.graph["missing_traces"]:
         fetch_problems = _fetch_linked(result, backend, url)
-        graph = build_graph(result.spans)
-    return result, graph, [*result.problems, *fetch_problems, *graph.graph["problems"]]
+        graph = build_graph(result.spans, content_by_hash=by_hash)
+    return result, graph, [*result.problems, *fetch_problems, *graph.graph["problems"],
+                           *_store_problems(resolver)]
+
+
+def _store_problems(resolver: ContentResolver | None) -> list[Problem]:
+    if resolver is None:
+        return []
+    where = f"content store {resolver.url}"
+    return [Problem(where, line.removeprefix(f"{where}: ")) for line in resolver.messages()]
 
 
 def _read(files: Sequence[str]) -> SpanReadResult:

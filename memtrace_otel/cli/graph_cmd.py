@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from memtrace_otel.cli.common import (
+    content_store_option,
     files_argument,
     jaeger_option,
     load_graph,
@@ -31,13 +32,16 @@ __all__ = ["graph_command"]
 @strict_option
 @jaeger_option
 @tempo_option
+@content_store_option
 def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | None, fmt: str,
-                  output: str | None, strict: bool, jaeger_url: str | None, tempo_url: str | None) -> None:
+                  output: str | None, strict: bool, jaeger_url: str | None, tempo_url: str | None,
+                  content_store: str | None) -> None:
     """Rebuild the memory evolution graph from span FILEs and write it out.
 
     A FILE may be a directory of span files, or - for standard input.
     """
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url)
+    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
+                                    content_store=content_store)
     code = report_problems(problems, strict=strict)
     try:
         if answer:

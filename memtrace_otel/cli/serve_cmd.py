@@ -14,7 +14,7 @@ import threading
 
 import click
 
-from memtrace_otel.cli.common import check_one_backend, stderr
+from memtrace_otel.cli.common import check_one_backend, content_store_option, stderr
 from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
 
 __all__ = ["serve_command"]
@@ -47,9 +47,11 @@ def _port(value: int) -> int | None:
 @click.option("--tempo", "tempo_url", envvar=ENV_TEMPO_URL, metavar="URL",
               help="Grafana Tempo HTTP API URL to fetch linked traces from instead (e.g. http://127.0.0.1:3200).")
 @click.option("--engine", default="lineage", show_default=True, help="Attribution engine.")
+@content_store_option
 def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: float, memory_limit_mib: int,
                   max_request_mib: int, backend_otlp: str | None, backend_protocol: str,
-                  jaeger_url: str | None, tempo_url: str | None, engine: str) -> None:
+                  jaeger_url: str | None, tempo_url: str | None, engine: str,
+                  content_store: str | None) -> None:
     """Attribute failed traces from an OTLP stream and write the verdicts back as spans."""
     try:
         import grpc  # noqa: F401 - only to tell whether the extra is installed
@@ -64,7 +66,7 @@ def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: flo
                          settle_seconds=settle_seconds, memory_limit_mib=memory_limit_mib,
                          max_request_mib=max_request_mib, backend_otlp=backend_otlp,
                          backend_protocol=backend_protocol, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                         engine=engine)
+                         engine=engine, content_store=content_store)
     try:
         server = build_server(config)
         server.start()

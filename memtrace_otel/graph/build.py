@@ -19,7 +19,10 @@ Edges: variable -> operation (``role="input"``), operation -> variable
 (``role="version"``). Many files and traces become one graph, stitched by
 variable ids; a producer that appears only as a span link (its trace was not
 read) is listed in ``G.graph["missing_traces"]`` for the trace backend to
-fetch.
+fetch. Model calls traced inside a memory operation by a GenAI client
+instrumentation become internal steps of it (:mod:`memtrace_otel.graph.genai_steps`:
+operation nodes of category ``llm_call`` with ``parent_operation``, edge roles
+``step`` and ``derived``).
 
 Every value read from a span is type-checked where it is read
 (:mod:`memtrace_otel.graph.attributes`): a wrong one, a malformed variable id,
@@ -39,6 +42,7 @@ import networkx as nx
 
 from memtrace_otel.graph.attributes import a_type, number, parse_id, report, strings, text, verdict
 from memtrace_otel.graph.cycles import break_cycles
+from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.semconv import (
     GENAI_OPERATION_CATEGORY,
     Category,
@@ -64,6 +68,8 @@ __all__ = ["ContentLookup", "build_graph", "operation_node_id"]
 
 ContentLookup = Callable[[str], "str | None"]
 """Gives the content of a variable id when spans carry none (in-process attribution)."""
+
+_CONTENT_REF, _TEXTS_REF = MemTrace.CONTENT_REF, MemTrace.EVALUATION_TEXTS_REF
 
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
@@ -203,9 +209,12 @@ class _Builder:
     ``succ[u][v]`` and ``pred[v][u]``.
     """
 
-    def __init__(self, content: ContentLookup | None) -> None:
+    def __init__(self, content: ContentLookup | None, by_hash: ContentLookup | None = None) -> None:
         self.problems: list[Problem] = []
         self.content = content
+        self.by_hash = by_hash
+        self.referenced: set[str] = set()  # variables whose contents spans left in a content store
+        self.text_refs: dict[str, dict[str, str]] = {}  # evaluation node -> verdict text field -> hash
         self.nodes: dict[str, dict[str, Any]] = {}
         self.variables: dict[str, dict[str, Any]] = {}  # well-formed variable ids met so far
         self.succ: dict[str, dict[str, dict[str, Any]]] = {}
@@ -213,6 +222,7 @@ class _Builder:
         self.span_ops: set[tuple[str, str]] = set()
         self.links: list[tuple[str, SpanLink]] = []  # (operation node, link to a producer)
         self.malformed: dict[str, list[MalformedId]] = {}  # of the span being added, by key
+        self.genai = GenAICalls()  # the other spans: model calls inside memory operations become steps
 
     def variable(self, variable_id: str) -> dict[str, Any]:
         """The node data of a variable id; :class:`MalformedId` when the id is not well formed."""
@@ -274,6 +284,7 @@ class _Builder:
         a, problems = span.attributes, self.problems
         category = _category(span, problems)
         if category is None:
+            self.genai.add(span)
             return  # not a memory operation: ordinary application spans stay out of the graph
         node = f"op:{span.trace_id}:{span.span_id}"  # operation_node_id, inlined (hot path)
         self.span_ops.add((span.trace_id, span.span_id))
@@ -283,6 +294,8 @@ class _Builder:
         self.lineage(node, span)
         if _VARIABLES in a:
             self.describe_all(span)
+        if self.by_hash is not None and _CONTENT_REF in a:
+            self.references(node, span)
         if _DELETED in a:
             self.tombstones(span)
         if span.links:
@@ -327,6 +340,26 @@ class _Builder:
         for descriptor, content in zip(descriptors, chain(contents or (), repeat(None)), strict=False):
             self.describe(descriptor, content, span)
 
+    def references(self, node: str, span: SpanRecord) -> None:
+        """Remember what ``span`` left in a content store: its described variables, its verdict texts."""
+        a = span.attributes
+        descriptors = a.get(_VARIABLES)
+        if isinstance(descriptors, (list, tuple)):  # a wrong type was reported by describe_all
+            for descriptor in descriptors:
+                parts = descriptor.split(" ", 3) if isinstance(descriptor, str) else ()
+                if len(parts) == 4:
+                    self.referenced.add(parts[3])
+        if _TEXTS_REF in a:
+            refs = {}
+            for ref in strings(a[_TEXTS_REF], _TEXTS_REF, span, self.problems):
+                field_name, _, digest = ref.partition(" ")
+                if field_name not in EVALUATION_TEXT_FIELDS or not digest:
+                    report(self.problems, span, _TEXTS_REF, f"entry {ref[:80]!r} is not "
+                                                            "'<field> <hash>'; ignored")
+                    continue
+                refs[field_name] = digest
+            self.text_refs[node] = refs
+
     def duplicate(self, variable_id: str, other: str, span: SpanRecord) -> None:
         """Two operations wrote one version: say which, keep both edges (the earlier one wins reads)."""
         first = self.nodes[other]
@@ -337,15 +370,20 @@ class _Builder:
     def _fill_contents(self) -> None:
         # Spans exported without content, read in the process that made them: the in-process
         # store still has what variables and verdicts said.
-        lookup = self.content
+        lookup, by_hash, referenced = self.content, self.by_hash, self.referenced
         for node, data in self.nodes.items():
             if data["type"] == "variable":
-                if data["content"] is None:
+                if data["content"] is None and lookup is not None:
                     data["content"] = lookup(node)
+                if data["content"] is None and node in referenced and data["hash"]:
+                    data["content"] = by_hash(data["hash"])  # type: ignore[misc]  # referenced => by_hash
             elif "passed" in data:
+                refs = self.text_refs.get(node, {})
                 for field_name in EVALUATION_TEXT_FIELDS:
-                    if data.get(field_name) is None:
+                    if data.get(field_name) is None and lookup is not None:
                         data[field_name] = lookup(evaluation_text_key(data["span_id"], field_name))
+                    if data.get(field_name) is None and field_name in refs:
+                        data[field_name] = by_hash(refs[field_name])  # type: ignore[misc]
 
     def _missing_links(self) -> set[str]:
         # A link to a span that is not here means its trace was not read: the trace backend
@@ -360,14 +398,16 @@ class _Builder:
 
     def finish(self) -> nx.DiGraph:
         missing = self._missing_links()
-        if self.content is not None:
+        if self.content is not None or self.by_hash is not None:
             self._fill_contents()
-        self._order_operations()
-        self._version_edges()
         graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
         # networkx's descriptors for these three reset its cached views: the supported way
         # for a builder to install its own dicts.
         graph._node, graph._succ, graph._pred = self.nodes, self.succ, self.pred
+        if self.genai:  # before ordering: steps take their place in execution order
+            add_genai_steps(graph, self.genai, self.problems)
+        self._order_operations()
+        self._version_edges()
         break_cycles(graph, self.problems)
         return graph
 
@@ -391,7 +431,8 @@ class _Builder:
                         succ[source][target] = pred[target][source] = {"role": "version"}
 
 
-def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None) -> nx.DiGraph:
+def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None,
+                content_by_hash: ContentLookup | None = None) -> nx.DiGraph:
     """The memory evolution graph of ``spans`` (any number of traces and files).
 
     Parameters
@@ -401,6 +442,10 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
     content:
         Lookup of variable contents missing from the spans (the in-process
         :class:`~memtrace_otel.instrument.ContentStore`'s ``get``).
+    content_by_hash:
+        Lookup of texts by content hash (a
+        :class:`~memtrace_otel.content.ContentResolver`'s ``get``): the variables and
+        verdict texts of spans that carry ``memtrace.content_ref`` are resolved with it.
 
     Returns
     -------
@@ -421,7 +466,7 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
     >>> G.nodes["fact:1@1"]["kind"]
     'facts'
     """
-    builder = _Builder(content)
+    builder = _Builder(content, content_by_hash)
     with gc_paused():
         for span in spans:
             builder.add_span(span)

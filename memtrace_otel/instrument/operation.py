@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
+from memtrace_otel.content.upload import ContentUploader
 from memtrace_otel.instrument.genai import (
     RetrievedRecord,
     evaluation_attributes,
@@ -46,7 +47,7 @@ from memtrace_otel.semconv import (
     MemTraceStep,
     VariableKind,
 )
-from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, evaluation_text_key, split_variable_id
+from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, content_hash, evaluation_text_key, split_variable_id
 from memtrace_otel.wire import describe as describe_variable
 
 __all__ = ["Operation", "current_operation", "describe"]
@@ -65,6 +66,8 @@ class _Owner(Protocol):
     contents: ContentStore
     capture_content: bool
     content_max_chars: int
+    uploader: ContentUploader | None
+    content_ref: str | None
     _tracer: Tracer
 
 
@@ -112,6 +115,10 @@ class Operation:
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
         self._steps: list[str] = []
+        self._linked: set[int] = set()
+        """Span ids of the producers linked so far: one link per producer span (the first variable
+        read from it names it; ``memtrace.inputs`` lists every one), so a batch of records one span
+        wrote costs one link, and the SDK's link limit counts distinct writers."""
         self._recording = False
         self._finished = False
         self._token: object | None = None
@@ -176,8 +183,9 @@ class Operation:
                 self._remember_content(variable)
         # _input, inlined: every traced read comes here.
         self.inputs.append(variable)
-        if self._recording and variable.producer is not None and variable.producer.is_valid:
-            self.span.add_link(variable.producer, {MemTraceLink.VARIABLE: variable.id})
+        producer = variable.producer
+        if producer is not None and self._recording and producer.span_id not in self._linked:
+            self._link(producer, variable.id)
         return variable
 
     def read_record(
@@ -398,12 +406,31 @@ class Operation:
         for field_name, value in zip(EVALUATION_TEXT_FIELDS, texts, strict=True):
             if value is not None:
                 owner.contents.put(evaluation_text_key(span_id, field_name), value)
+        if owner.uploader is not None:
+            self._upload_texts(owner.uploader, texts)
+
+    def _upload_texts(self, uploader: ContentUploader, texts: Sequence[str | None]) -> None:
+        refs = []
+        for field_name, value in zip(EVALUATION_TEXT_FIELDS, texts, strict=True):
+            if value is not None:
+                digest = content_hash(value)
+                uploader.submit(digest, value)
+                refs.append(f"{field_name} {digest}")
+        if refs:
+            self.span.set_attributes({MemTrace.EVALUATION_TEXTS_REF: refs,
+                                      MemTrace.CONTENT_REF: self._owner.content_ref})
 
     # -- internals ---------------------------------------------------------
     def _input(self, variable: Variable) -> None:
         self.inputs.append(variable)
-        if self._recording and variable.producer is not None and variable.producer.is_valid:
-            self.span.add_link(variable.producer, {MemTraceLink.VARIABLE: variable.id})
+        producer = variable.producer
+        if producer is not None and self._recording and producer.span_id not in self._linked:
+            self._link(producer, variable.id)
+
+    def _link(self, producer: SpanContext, variable_id: str) -> None:
+        if producer.is_valid:
+            self._linked.add(producer.span_id)
+            self.span.add_link(producer, {MemTraceLink.VARIABLE: variable_id})
 
     def _output(self, variable: Variable) -> None:
         self._remember_content(variable)
@@ -432,10 +459,24 @@ class Operation:
             attributes[MemTrace.VARIABLES] = [describe(v) for v in described]
             if self._owner.capture_content:
                 attributes[MemTrace.VARIABLE_CONTENTS] = [self._truncate(v.content or "") for v in described]
+            uploader = self._owner.uploader
+            if uploader is not None:
+                _upload(uploader, described)
+                attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
         if attributes:
             self.span.set_attributes(attributes)
+
+
+
+def _upload(uploader: ContentUploader, described: list[Variable]) -> None:
+    # The hash was computed for the descriptor just before: a submit is a set lookup and an append.
+    # A variable without content (a tombstone) needs nothing stored: the empty text's hash resolves
+    # to "" without the store, as capture writes "" for it.
+    for v in described:
+        if v.content is not None:
+            uploader.submit(v.hash, v.content)
 
 
 def describe(variable: Variable) -> str:

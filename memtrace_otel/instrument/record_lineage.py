@@ -8,6 +8,7 @@ reading it back gives the consumer a span link to its producer.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, MutableMapping
 
@@ -40,6 +41,14 @@ def parse_traceparent(value: object) -> SpanContext | None:
     """
     if not isinstance(value, str):
         return None
+    # Only strings a traceparent could be are cached: a long one (the user's data) must not be kept.
+    return _parse_traceparent(value) if len(value) <= 64 else _parse_traceparent.__wrapped__(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_traceparent(value: str) -> SpanContext | None:
+    # Cached: a store returns the same records (the same writers) to search after search, and
+    # a SpanContext is immutable, so one parse serves every later read of a record.
     match = _TRACEPARENT.match(value.strip().lower())
     if match is None:
         return None

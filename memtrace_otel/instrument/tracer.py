@@ -2,21 +2,31 @@
 
 It wraps the application's TracerProvider (the global one by default) and
 installs no exporter. What goes on spans is decided here, once: content
-capture (constructor, else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)
-and the truncation limit; operations only test the resulting boolean.
+capture (constructor, else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``),
+content upload by reference (constructor, else ``MEMTRACE_CONTENT_UPLOAD_BASE_PATH`` or
+``OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH``) and the truncation limit; operations
+only test the results.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, TracerProvider
 
-from memtrace_otel.config import ContentCapture, content_capture_from_env, content_max_chars_from_env
+from memtrace_otel.config import (
+    ContentCapture,
+    content_capture_from_env,
+    content_max_chars_from_env,
+    upload_base_path_from_env,
+)
+from memtrace_otel.content.store import ContentStoreError, open_store
+from memtrace_otel.content.upload import ContentUploader
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.variables import ContentStore, VariableRegistry
 from memtrace_otel.semconv import INSTRUMENTATION_SCOPE, Category, GenAI, GenAIOperation, MemTrace
@@ -25,6 +35,7 @@ from memtrace_otel.version import __version__
 __all__ = ["MemoryTracer"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_logger = logging.getLogger(__name__)
 
 
 class MemoryTracer:
@@ -46,11 +57,20 @@ class MemoryTracer:
         (0 disables).
     registry:
         The version registry to share with another tracer of this process.
+    upload_base_path:
+        Upload every variable content (full, not truncated) and verdict text to this
+        directory or ``fsspec`` URL, by hash, from a background thread; spans then
+        carry ``memtrace.content_ref`` (and, without capture, no content). ``None``
+        decides from ``MEMTRACE_CONTENT_UPLOAD_BASE_PATH``, else the GenAI hook's
+        ``OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH`` (off unless set); ``""`` is off.
+        Call :meth:`shutdown` (or :meth:`force_flush`) before the process ends to
+        write what is queued (an ``atexit`` hook does it otherwise).
 
     Raises
     ------
     ValueError
-        ``content_max_chars`` below 1.
+        ``content_max_chars`` below 1, or an ``upload_base_path`` no filesystem serves
+        (unknown protocol, its fsspec package not installed).
 
     Thread-safe: the registry and content store carry their own locks; the
     rest is set once here.
@@ -64,6 +84,7 @@ class MemoryTracer:
         content_max_chars: int | None = None,
         keep_content_in_process: int = 50_000,
         registry: VariableRegistry | None = None,
+        upload_base_path: str | None = None,
     ) -> None:
         if content_max_chars is not None and content_max_chars < 1:
             raise ValueError("content_max_chars must be >= 1")
@@ -73,6 +94,8 @@ class MemoryTracer:
         self.content_max_chars = content_max_chars or content_max_chars_from_env()
         self.registry = registry if registry is not None else VariableRegistry()
         self.contents = ContentStore(keep_content_in_process)
+        self.uploader: ContentUploader | None = _uploader(upload_base_path)
+        self.content_ref: str | None = self.uploader.store.url if self.uploader else None
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, __version__, tracer_provider=tracer_provider)
 
     def operation(
@@ -130,6 +153,14 @@ class MemoryTracer:
         return Operation(self, name, category, span_name=span_name or name, kind=kind, attributes=start,
                          gen_ai_operation=gen_ai_operation or None)
 
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Write every content queued for upload; False on timeout (True when upload is off)."""
+        return self.uploader.force_flush(timeout_millis) if self.uploader else True
+
+    def shutdown(self, timeout_millis: int = 30_000) -> bool:
+        """Drain and stop the content uploader; idempotent. Spans are the provider's to shut down."""
+        return self.uploader.shutdown(timeout_millis) if self.uploader else True
+
     def traced(
         self, name: str | None = None, category: Category | str = Category.OTHER, **options: Any
     ) -> Callable[[F], F]:
@@ -157,6 +188,20 @@ class MemoryTracer:
             return wrapper  # type: ignore[return-value]
 
         return decorate
+
+
+def _uploader(base_path: str | None) -> ContentUploader | None:
+    from_env = base_path is None
+    base_path = upload_base_path_from_env() if from_env else base_path
+    if not base_path:
+        return None
+    try:
+        return ContentUploader(open_store(base_path))
+    except ContentStoreError as error:
+        if not from_env:
+            raise
+        _logger.warning("%s; content upload stays off", error)
+        return None
 
 
 def _optional(start: dict[str, Any], *, record_id: str | None, data_source_id: str | None,

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from memtrace_otel.semconv import MemTrace, MemTraceStep
+from memtrace_otel.semconv import MemTrace, MemTraceStep, SmartComment
 from memtrace_otel.spans.anyvalue import BadValue, brief, int64
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
 from memtrace_otel.spans.otlp_json import MalformedSpan, _truncate_long
@@ -33,6 +33,10 @@ _ARRAY_KEYS = frozenset({
     MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS,
     MemTrace.DELETED, MemTrace.STEP_NAMES, MemTrace.EVALUATION_EVIDENCE,
     MemTraceStep.INPUTS, MemTraceStep.OUTPUTS,
+    # Imported smartcomment graphs (spans/smartcomment.py) keep their edges and annotations as arrays.
+    SmartComment.EDGE_IDS, SmartComment.EDGE_SOURCES, SmartComment.EDGE_TARGETS,
+    SmartComment.EDGE_CATEGORIES, SmartComment.VARIABLE_IDS, SmartComment.VARIABLE_CATEGORIES,
+    SmartComment.GOLDEN_ANSWERS, SmartComment.SOURCE_EVIDENCE_IDS,
 })
 # Tags the OTLP -> Jaeger translation adds for span fields that Jaeger has no place for.
 _KIND_TAG, _STATUS_TAG, _STATUS_TEXT_TAG, _ERROR_TAG = "span.kind", "otel.status_code", \

@@ -20,6 +20,7 @@ from memtrace_otel.config import ENV_MAX_INPUT_BYTES, max_input_bytes_from_env
 from memtrace_otel.spans.jaeger_json import records_from_jaeger
 from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.otlp_json import MAX_ATTRIBUTE_CHARS, records_from_traces_data
+from memtrace_otel.spans.smartcomment import is_smartcomment_document, records_from_smartcomment
 from memtrace_otel.spans.source import InputStream, iter_lines
 
 try:  # orjson parses OTLP/JSON several times faster, and bounds nesting (1024) without recursing
@@ -115,7 +116,7 @@ class SpanReadResult:
 def records_from_document(
     document: Any, where: str, problems: list[Problem], *, text_length: int | None = None
 ) -> Iterator[SpanRecord]:
-    """Spans of one parsed JSON document, OTLP or Jaeger, chosen by its shape.
+    """Spans of one parsed JSON document, OTLP, Jaeger or smartcomment, chosen by its shape.
 
     ``text_length``, the length of the JSON text, lets short documents skip the
     search for over-long attributes.
@@ -124,6 +125,8 @@ def records_from_document(
     >>> list(records_from_document({"data": []}, "f:1", problems)), problems
     ([], [])
     """
+    if is_smartcomment_document(document):  # its "data" is an object; Jaeger's is a list
+        return records_from_smartcomment(document, where, problems)
     if isinstance(document, dict) and "data" in document and "resourceSpans" not in document:
         return records_from_jaeger(document, where, problems)
     check_long = text_length is None or text_length > MAX_ATTRIBUTE_CHARS

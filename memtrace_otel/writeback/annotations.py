@@ -10,7 +10,8 @@ a trace id they already hold, so a verdict is added rather than edited in:
   evaluation span.
 
 Both carry the same fields (``memtrace.error_type``, ``memtrace.root_cause.*``,
-``memtrace.attribution.*``), status ``ERROR`` and the GenAI
+``memtrace.attribution.*``; ``memtrace.attribution.step.*`` names the model call inside the
+root cause that went wrong, when it made any), status ``ERROR`` and the GenAI
 ``gen_ai.evaluation.result`` event, so whoever opens either trace sees the
 verdict, and a tag search finds both. When the root cause is in the failed
 trace itself both spans are still written (one under each span).
@@ -105,6 +106,8 @@ def annotation_attributes(
         _A.ROOT_CAUSE_TRACE_ID: attribution.trace_id,
         _A.ROOT_CAUSE_SPAN_ID: attribution.span_id,
         _A.EVIDENCE_PATH: list(attribution.evidence_path) or None,
+        _A.STEP_SPAN_ID: attribution.step_span_id,  # the model call inside it that went wrong
+        _A.STEP_NAME: attribution.step_name if attribution.step_span_id else None,
     }
     attributes.update((key, value) for key, value in optional.items() if value)
     attributes[_A.CONFIDENCE] = float(attribution.confidence)
@@ -116,8 +119,10 @@ def _explanation(attribution: Attribution, include_explanation: bool) -> str:
     if include_explanation and attribution.explanation:
         return attribution.explanation
     # Without content capture the engine's words may quote what the spans deliberately left out.
+    step = (f"; inside it, model call {attribution.step_name!r} (span {attribution.step_span_id})"
+            if attribution.step_span_id else "")  # a name and an id: no content
     return (f"{attribution.operation_name} ({attribution.category}) is the root cause: "
-            f"{_error_type(attribution)}, confidence {attribution.confidence:g}")
+            f"{_error_type(attribution)}, confidence {attribution.confidence:g}{step}")
 
 
 def _error_type(attribution: Attribution) -> str:

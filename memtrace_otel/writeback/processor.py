@@ -9,6 +9,11 @@ the engine, and writes the verdict back as spans through the same provider
 (:mod:`memtrace_otel.writeback.annotations`), where the application's exporter
 sends them on to Jaeger or Tempo like any other span.
 
+Model calls traced by a GenAI client instrumentation (``opentelemetry-instrumentation-openai-v2``
+and the like) while a memory operation is current are indexed too, with any spans between the
+call and the operation, so the graph has the operation's internal steps
+(:mod:`memtrace_otel.graph.genai_steps`) and a verdict can name the call that went wrong.
+
 Register it **before** the exporter's processor::
 
     provider = TracerProvider()
@@ -26,6 +31,7 @@ or shut down (they are dropped).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -43,8 +49,14 @@ from opentelemetry.trace import SpanContext, Tracer, TracerProvider
 
 from memtrace_otel.attribution import Engine, FailureCase, create_engine
 from memtrace_otel.graph import build_graph, operation_node_id
-from memtrace_otel.instrument import MemoryTracer
-from memtrace_otel.semconv import GENAI_OPERATION_CATEGORY, WRITEBACK_SCOPE, GenAI, MemTrace
+from memtrace_otel.instrument import MemoryTracer, current_operation
+from memtrace_otel.semconv import (
+    GENAI_CALL_OPERATIONS,
+    GENAI_OPERATION_CATEGORY,
+    WRITEBACK_SCOPE,
+    GenAI,
+    MemTrace,
+)
 from memtrace_otel.spans.model import SpanRecord, record_from_readable
 from memtrace_otel.suppress import suppress_instrumentation
 from memtrace_otel.version import __version__
@@ -63,6 +75,13 @@ _CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
 _PASSED = MemTrace.EVALUATION_PASSED
 _KEYS = frozenset({_CATEGORY, _GEN_AI_OPERATION, _PASSED})
 _MEMORY_OPERATIONS = frozenset(operation.value for operation in GENAI_OPERATION_CATEGORY)
+_CALL_OPERATIONS = frozenset(operation.value for operation in GENAI_CALL_OPERATIONS)
+# Spans between a model call and its memory operation: a span is kept when it ends if a kept call
+# (or span) below it named it as its parent. At most this many such parents wait at once (one per
+# open span between a call and its operation; one that never ends here, e.g. a remote parent,
+# waits until pushed out), and a chain is followed at most this many spans up.
+_MAX_WAITING_PARENTS = 1024
+_MAX_HOPS = 16
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -95,7 +114,8 @@ class AttributionSpanProcessor(SpanProcessor):
     engine_options:
         Options for :func:`~memtrace_otel.attribution.create_engine`.
     max_spans, max_age_seconds:
-        Bounds of the index of recent memory-operation spans; the oldest go
+        Bounds of the index of recent memory-operation spans (and the model
+        calls made inside them, with the spans in between); the oldest go
         first. A root cause older than either cannot be found. About a quarter
         of ``max_spans`` more wait for the worker to index them (it is woken
         when they are that many, or by a failure or a flush).
@@ -112,11 +132,12 @@ class AttributionSpanProcessor(SpanProcessor):
         A bound is not a positive number, or the engine name is unknown.
 
     Thread safety: ``on_end`` may be called from any thread; it does constant
-    work and takes no lock for an ordinary span or a memory operation (it
-    appends to a deque, atomic in CPython), never raises, never waits for the
-    worker. The worker alone owns the index. The job queue and the counters
-    have a lock each. ``force_flush`` and ``shutdown`` may be called from any
-    thread but the worker's.
+    work and takes no lock for an ordinary span, a memory operation or a model
+    call (it appends to a deque and sets or pops one key of a bounded dict, each
+    atomic in CPython), never raises, never waits for the worker. The worker
+    alone owns the index. The job queue and the counters have a lock each.
+    ``force_flush`` and ``shutdown`` may be called from any thread but the
+    worker's.
     """
 
     def __init__(
@@ -149,6 +170,9 @@ class AttributionSpanProcessor(SpanProcessor):
         # The application threads only append to the inbox (atomic, no lock); the worker alone
         # moves spans into the index, evicts, and counts what it evicted.
         self._inbox: deque[ReadableSpan] = deque(maxlen=self._max_spans)
+        # (trace id, span id) of a span a kept model call hangs under -> (its memory operation's
+        # span id, hops left): filled and emptied by the application threads only.
+        self._waiting: dict[tuple[int, int], tuple[int, int]] = {}
         self._index_at = max(self._max_spans // 4, 1)
         self._index: deque[ReadableSpan] = deque(maxlen=self._max_spans)  # oldest end first
         self._evicted_size = self._evicted_age = 0
@@ -183,7 +207,10 @@ class AttributionSpanProcessor(SpanProcessor):
 
     # -- application thread --------------------------------------------------------------------
     def on_end(self, span: ReadableSpan) -> None:
-        """Index a memory-operation span; queue a failed evaluation. Constant work, never raises."""
+        """Index a memory-operation span or a model call inside one; queue a failed evaluation.
+
+        Constant work, never raises.
+        """
         try:
             attributes = span.attributes
             # One C-level pass over the keys: the SDK's attribute mapping answers a missing key
@@ -191,18 +218,59 @@ class AttributionSpanProcessor(SpanProcessor):
             present = _KEYS.intersection(attributes)
             if _CATEGORY not in present and (_GEN_AI_OPERATION not in present
                                              or attributes[_GEN_AI_OPERATION] not in _MEMORY_OPERATIONS):
-                return  # ordinary application spans stay out of the graph
+                if _GEN_AI_OPERATION in present or self._waiting:
+                    self._step_span(span, attributes[_GEN_AI_OPERATION] if _GEN_AI_OPERATION in present
+                                    else None)
+                return  # other application spans stay out of the graph
             scope = span.instrumentation_scope
             if scope is not None and scope.name == WRITEBACK_SCOPE:
                 return  # our own annotation spans, coming back through the provider
-            inbox = self._inbox
-            if len(inbox) >= self._index_at:
-                self._inbox_filling(len(inbox))
-            inbox.append(span)
+            self._keep(span)
             if _PASSED in present and attributes[_PASSED] is False:
                 self._submit(span)
         except Exception:  # never let a bug here reach the application or the next processor
             self._problem("on_end_errors", "on_end failed; the span was not indexed", exc_info=True)
+
+    def _keep(self, span: ReadableSpan) -> None:
+        inbox = self._inbox
+        if len(inbox) >= self._index_at:
+            self._inbox_filling(len(inbox))
+        inbox.append(span)
+
+    def _step_span(self, span: ReadableSpan, gen_ai_operation: object) -> None:
+        """Keep a model call made inside a memory operation, and each span between the two.
+
+        Children end before their parents: a kept call names its parent, which is kept when it
+        ends in turn, up to the operation (kept anyway). Calls made outside any memory operation
+        of this process (no current operation, or another trace) are left out.
+        """
+        context, parent = span.context, span.parent
+        if gen_ai_operation in _CALL_OPERATIONS:
+            operation = current_operation()
+            if operation is None:
+                return
+            target = operation.span.get_span_context()
+            if target.trace_id != context.trace_id:
+                return
+            owner, hops = target.span_id, _MAX_HOPS
+        else:
+            found = self._waiting.pop((context.trace_id, context.span_id), None)
+            if found is None:
+                return
+            owner, hops = found
+        self._keep(span)
+        if parent is not None and parent.span_id != owner and hops > 0:
+            self._wait_for(parent.trace_id, parent.span_id, owner, hops - 1)
+
+    def _wait_for(self, trace_id: int, span_id: int, owner: int, hops: int) -> None:
+        waiting = self._waiting
+        if len(waiting) >= _MAX_WAITING_PARENTS:
+            # Push out the oldest (a parent that never ended in this process). Another thread may
+            # change the dict meanwhile: then nothing is pushed out, and it stays bounded all the same.
+            with contextlib.suppress(RuntimeError, StopIteration, KeyError):
+                del waiting[next(iter(waiting))]
+            self._count("step_parents_dropped")
+        waiting[(trace_id, span_id)] = (owner, hops)
 
     def _inbox_filling(self, waiting: int) -> None:
         # The worker indexes in batches of a quarter of max_spans: a thread hand-off per span would
@@ -339,12 +407,13 @@ class AttributionSpanProcessor(SpanProcessor):
         ``evicted_size``, ``evicted_age``, ``jobs_queued``,
         ``jobs_dropped_queue_full``, ``jobs_dropped_shutdown``, ``jobs_evicted``,
         ``attributed``, ``unattributed``, ``annotation_spans``, ``on_end_errors``,
-        ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors`` (zero when
-        nothing happened).
+        ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors``,
+        ``step_parents_dropped`` (spans between a model call and its operation no longer
+        waited for: the call may lose its operation) (zero when nothing happened).
         """
         keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
                 "jobs_evicted", "attributed", "unattributed", "annotation_spans", "on_end_errors",
-                "graph_errors", "engine_errors", "write_errors", "worker_errors")
+                "graph_errors", "engine_errors", "write_errors", "worker_errors", "step_parents_dropped")
         # Plain reads of the worker's ints and deque lengths: atomic, at worst a moment old.
         result = {"indexed": len(self._index), "waiting": len(self._inbox),
                   "evicted_size": self._evicted_size, "evicted_age": self._evicted_age}

@@ -6,7 +6,11 @@ snapshot is a deep copy), and emits spans only through
 producer's traceparent in their metadata and are read back with
 ``op.read_record``, so a question's trace links to the ingestion traces that
 wrote what it retrieved. A :class:`Fault` makes exactly one operation
-misbehave; the system reports that operation's span in ``fault_span``.
+misbehave; the system reports that operation's span in ``fault_span`` (with
+several faults, the first that fired; ``fired`` has them all). A
+:class:`~memtrace_otel.bench.systems.oracle.Repair` does the reverse: the one
+operation it targets keeps the critical information, and every operation that
+lost some is recorded in ``losses``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from memtrace_otel.bench.locomo import QA, Session, Turn
 from memtrace_otel.bench.systems.interfaces import AnswerResult, Components, ContextItem, ModelSpend, Sentence
+from memtrace_otel.bench.systems.oracle import Loss, Repair, missing_keys
 from memtrace_otel.instrument import MemoryTracer, Operation, RetrievedRecord, Variable
 from memtrace_otel.semconv import Category, ErrorType, GenAIOperation, MemTraceBench, VariableKind
 from memtrace_otel.spans.model import SpanRecord, record_from_readable
@@ -41,6 +46,7 @@ __all__ = [
     "Unit",
     "record_changes",
     "record_model_call",
+    "span_of",
 ]
 
 
@@ -75,11 +81,12 @@ class SpanSink(SpanExporter):
 class TracedRun:
     """A TracerProvider with seeded ids, a sink, and a content-capturing MemoryTracer."""
 
-    def __init__(self, seed: int, service: str) -> None:
+    def __init__(self, seed: int, service: str, *, keep: bool = True) -> None:
         self.sink = SpanSink()
         self.provider = TracerProvider(id_generator=SeededIdGenerator(seed),
                                        resource=Resource.create({"service.name": service}))
-        self.provider.add_span_processor(SimpleSpanProcessor(self.sink))
+        if keep:  # a replay whose spans are dropped skips their export (a third of a run's time)
+            self.provider.add_span_processor(SimpleSpanProcessor(self.sink))
         # Whole contents, not the production default of 4096 chars: a long-context window or
         # an episodic context runs to tens of thousands, and attribution must see all of it.
         self.tracer = MemoryTracer(self.provider, capture_content=True, content_max_chars=1 << 20)
@@ -127,6 +134,15 @@ class Fault:
     sentence: Sentence
     case_id: str
     variant: int = 0
+    message_scope: bool = False
+    """A chained fault (after another on the same information): a retrieval or generation fault
+    then acts on whatever is left of the critical message, not only on its critical sentence."""
+
+    def aims_at(self, sentences: Sequence[Sentence]) -> bool:
+        """Whether ``sentences`` hold what this fault is aimed at."""
+        if self.sentence in sentences:
+            return True
+        return self.message_scope and any(s.dia_id == self.sentence.dia_id for s in sentences)
 
 
 @dataclass(slots=True)
@@ -157,18 +173,32 @@ class MemorySystem(abc.ABC):
     not_applicable: ClassVar[dict[str, str]] = {}
 
     def __init__(self, tracer: MemoryTracer, components: Components, *,
-                 state: StoreState | None = None, fault: Fault | None = None) -> None:
+                 state: StoreState | None = None, fault: Fault | None = None, faults: Sequence[Fault] = (),
+                 repair: Repair | None = None) -> None:
         self.tracer = tracer
         self.components = components
         self.state = state if state is not None else StoreState()
-        self.fault = fault
+        # At most one fault per error type: ``faulted`` finds a fault by its type.
+        self.faults: tuple[Fault, ...] = ((fault,) if fault is not None else ()) + tuple(faults)
         self.fault_span: dict[str, str] | None = None
+        self.fired: dict[int, dict[str, str]] = {}
+        self.repair = repair
+        self.losses: list[Loss] = []
+        self.query_spans: dict[str, list[dict[str, str]]] = {}
+        self._asked: list[dict[str, str]] = []
+        self._session: int | None = None
+
+    @property
+    def fault(self) -> Fault | None:
+        """The first injected fault (a single-fault case's only one)."""
+        return self.faults[0] if self.faults else None
 
     # -- ingestion ----------------------------------------------------------
     def ingest_session(self, session: Session) -> None:
         """One trace per session: a root operation around the session's operations."""
         with self.tracer.operation(f"{self.name}.ingest_session", Category.INGEST,
                                    attributes={MemTraceBench.SESSION: session.index}):
+            self._session = session.index
             self._ingest_session(session)
 
     @abc.abstractmethod
@@ -214,18 +244,63 @@ class MemorySystem(abc.ABC):
         del self.state.units[unit.name]
         return unit
 
-    def mark_fault(self, op: Operation) -> None:
-        """Remember the perturbed operation: it is the gold root cause of the case."""
-        context = op.span_context
-        self.fault_span = {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
-                           "name": op.name}
+    def mark_fault(self, op: Operation, fault: Fault) -> None:
+        """Remember the perturbed operation: the first to fire is the gold root cause of the case."""
+        span = span_of(op)
+        self.fired[self.faults.index(fault)] = span
+        if self.fault_span is None:
+            self.fault_span = span
 
-    def faulted(self, error_type: ErrorType) -> bool:
-        return self.fault is not None and self.fault.error_type is error_type and self.fault_span is None
+    def faulted(self, error_type: ErrorType) -> Fault | None:
+        """The fault of ``error_type`` when it has not fired yet."""
+        for index, fault in enumerate(self.faults):
+            if fault.error_type is error_type and index not in self.fired:
+                return fault
+        return None
 
-    def drop_critical(self, sentences: list[Sentence]) -> list[Sentence]:
-        assert self.fault is not None
-        return [s for s in sentences if s != self.fault.sentence]
+    @staticmethod
+    def drop_critical(sentences: list[Sentence], fault: Fault) -> list[Sentence]:
+        return [s for s in sentences if s != fault.sentence]
+
+    # -- counterfactual repair ----------------------------------------------
+    def repairable(self, op: Operation | None, error_type: ErrorType,
+                   lost: Sequence[Sentence]) -> Loss | None:
+        """Count an ingestion-side operation that can lose critical information; its loss if it lost some.
+
+        Every such operation gets the next ordinal (kept in the state, so a replay from a
+        snapshot counts alike); ``op=None`` leaves the loss's span to be filled in later.
+        """
+        ordinal = self.state.extra["ordinal"] = self.state.extra.get("ordinal", 0) + 1
+        if self.repair is None or not lost:
+            return None
+        loss = Loss(ordinal, error_type, tuple(lost), self._session, span_of(op) if op is not None else {})
+        self.losses.append(loss)
+        return loss
+
+    def repairing(self, loss: Loss | None) -> bool:
+        """Whether ``loss`` is the one operation this run repairs."""
+        return loss is not None and self.repair is not None and self.repair.target == loss.ordinal
+
+    def holds_key(self, unit: Unit) -> bool:
+        assert self.repair is not None
+        return any(self.repair.carries(s, k) for s in unit.sentences for k in self.repair.keys)
+
+    def _oracle_retrieval(self, op: Operation, ranked: Sequence[tuple[Unit, float | None]],
+                          k: int, chosen: list[tuple[Unit, float | None]]) -> list[tuple[Unit, float | None]]:
+        """Question time: a retrieval that leaves out a unit holding a key is a loss; its oracle
+        returns those units first and fills up with the best others (rank order kept)."""
+        if self.repair is None:
+            return chosen
+        keyed = [(u, s) for u, s in ranked if self.holds_key(u)]
+        picked = {u.name for u, _ in chosen}
+        if all(u.name in picked for u, _ in keyed[:k]):
+            return chosen
+        self.losses.append(Loss(op.name, ErrorType.RETRIEVAL, self.repair.keys, None, span_of(op)))
+        if self.repair.target != op.name:
+            return chosen
+        names = {u.name for u, _ in keyed[:k]}
+        names.update(u.name for u, _ in [(u, s) for u, s in ranked if u.name not in names][:k - len(names)])
+        return [(u, s) for u, s in ranked if u.name in names]
 
     # -- ranking helpers ----------------------------------------------------
     def rank_units(self, question: str, units: Sequence[Unit], *,
@@ -247,11 +322,15 @@ class MemorySystem(abc.ABC):
                       k: int) -> list[tuple[Unit, float | None]]:
         """Top ``k`` of ``ranked`` (units and scores); under a RetrievalError fault the critical unit
         is left out."""
+        self._asked.append(span_of(op))
         chosen = list(ranked[:k])
-        if self.faulted(ErrorType.RETRIEVAL) and any(u.name == self.fault.unit for u, _ in chosen):
-            self.mark_fault(op)
-            chosen = [(u, s) for u, s in ranked if u.name != self.fault.unit][:k]
-        return chosen
+        fault = self.faulted(ErrorType.RETRIEVAL)
+        hit = {u.name for u, _ in chosen if fault is not None
+               and (u.name == fault.unit or (fault.message_scope and fault.aims_at(u.sentences)))}
+        if fault is not None and hit:
+            self.mark_fault(op, fault)
+            return [(u, s) for u, s in ranked if u.name not in hit][:k]
+        return self._oracle_retrieval(op, ranked, k, chosen)
 
     def read_retrieved(self, op: Operation, chosen: Sequence[tuple[Unit, float | None]], query: Variable, *,
                        top_k: int | None = None,
@@ -273,6 +352,7 @@ class MemorySystem(abc.ABC):
 
     def ask(self, qa: QA, case_id: str) -> QuestionOutcome:
         """Answer one question in its own trace: retrieve, generate, evaluate."""
+        self._asked = self.query_spans[case_id] = []
         with self.tracer.operation(f"{self.name}.answer_question", Category.OTHER) as root:
             with self.tracer.operation(f"{self.name}.query", Category.INGEST) as op:
                 query = op.write(f"query:{case_id}", qa.question, kind=VariableKind.QUERY)
@@ -306,24 +386,33 @@ class MemorySystem(abc.ABC):
                                    store_id=self.name) as op:
             op.read(query)
             op.read(context)
+            self._asked.append(span_of(op))
             result = self.components.answerer.answer(qa.question, items)
             record_model_call(op, result)
-            if self.faulted(ErrorType.RESPONSE) and self._context_has_critical(items):
-                self.mark_fault(op)
-                result = self._wrong_answer(qa, items)
+            fault = self.faulted(ErrorType.RESPONSE)
+            if fault is not None and any(fault.aims_at(item.sentences) for item in items):
+                self.mark_fault(op, fault)
+                result = self._wrong_answer(qa, items, fault)
+            elif self._oracle_answers(op, qa, result, items):
+                # The oracle generation: the critical information is in its context, so it answers.
+                result = AnswerResult(qa.answer, result.source, result.unit)
             answer = op.write(f"answer:{case_id}", result.text, kind=VariableKind.ANSWER)
         return result, answer
 
-    def _context_has_critical(self, items: list[ContextItem]) -> bool:
-        assert self.fault is not None
-        return any(self.fault.sentence in item.sentences for item in items)
+    def _oracle_answers(self, op: Operation, qa: QA, result: AnswerResult, items: list[ContextItem]) -> bool:
+        if self.repair is None or missing_keys(self.repair, [s for i in items for s in i.sentences]):
+            return False
+        if self.components.judge.judge(qa.question, result.text, qa.answer).passed:
+            return False
+        self.losses.append(Loss(op.name, ErrorType.RESPONSE, self.repair.keys, None, span_of(op)))
+        return self.repair.target == op.name
 
-    def _wrong_answer(self, qa: QA, items: list[ContextItem]) -> AnswerResult:
+    def _wrong_answer(self, qa: QA, items: list[ContextItem], fault: Fault) -> AnswerResult:
         """A ResponseError: the reader settles on a sentence that does not answer."""
         candidates = getattr(self.components.answerer, "candidates", None)
         if candidates is not None:
             for candidate in candidates(qa.question, items):
-                if candidate.source == self.fault.sentence:  # type: ignore[union-attr]
+                if candidate.source is not None and fault.aims_at([candidate.source]):
                     continue
                 if not self.components.judge.judge(qa.question, candidate.text, qa.answer).passed:
                     return candidate
@@ -339,6 +428,12 @@ class MemorySystem(abc.ABC):
                                  prediction=result.text, gold=qa.answer, explanation=verdict.explanation,
                                  evidence=list(qa.evidence), answer=answer, case_id=case_id)
         return verdict
+
+
+def span_of(op: Operation) -> dict[str, str]:
+    """The trace id, span id and name of ``op``'s span, as labels name an operation."""
+    context = op.span_context
+    return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}", "name": op.name}
 
 
 def record_model_call(op: Operation, spend: ModelSpend) -> None:

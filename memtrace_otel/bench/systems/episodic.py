@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from memtrace_otel.bench.locomo import Session, Turn
 from memtrace_otel.bench.systems.base import MemorySystem, Unit, record_changes, record_model_call
+from memtrace_otel.bench.systems.interfaces import Sentence
 from memtrace_otel.instrument import Operation, RetrievedRecord, Variable
 from memtrace_otel.semconv import Category, ErrorType, GenAIOperation, VariableKind
 from memtrace_otel.text import content_tokens
@@ -59,17 +60,25 @@ class EpisodicSystem(MemorySystem):
         with self.tracer.operation("episodic.extract", Category.EXTRACTION,
                                    gen_ai_operation=GenAIOperation.CREATE_MEMORY.value,
                                    store_id=self.name) as op:
-            facts = []
+            per_turn: list[tuple[str, list[Sentence]]] = []
             for turn in turns:
                 self.read_message(op, turn)
             for turn in turns:
                 extraction = self.components.extractor.extract(turn)
                 record_model_call(op, extraction)
-                facts.extend(extraction.facts)
-            if self.faulted(ErrorType.EXTRACTION) and self.fault.sentence in facts:  # type: ignore[union-attr]
+                per_turn.append((turn.dia_id, extraction.facts))
+            facts = [f for _, found in per_turn for f in found]
+            fault = self.faulted(ErrorType.EXTRACTION)
+            if fault is not None and fault.sentence in facts:
                 # The fault: the episode memory leaves out the sentence that carries the answer.
-                self.mark_fault(op)
-                facts = self.drop_critical(facts)
+                self.mark_fault(op, fault)
+                facts = self.drop_critical(facts, fault)
+            else:
+                lost = self.repair.lost([t.dia_id for t in turns], facts) if self.repair else []
+                if self.repairing(self.repairable(op, ErrorType.EXTRACTION, lost)):
+                    # The oracle extraction keeps each critical sentence after its message's facts.
+                    facts = [f for dia_id, found in per_turn
+                             for f in [*found, *(k for k in lost if k.dia_id == dia_id)]]
             if not facts:
                 op.set_outcome("empty")
                 return None
@@ -79,8 +88,8 @@ class EpisodicSystem(MemorySystem):
 
     def _consolidate(self, session: Session, created: list[Unit]) -> None:
         links = [(new, old) for new in created for old in self._related(new, created)]
-        fault = self.fault
-        wrong = (self.faulted(ErrorType.UPDATE) and fault is not None and fault.unit in self.state.units
+        fault = self.faulted(ErrorType.UPDATE)
+        wrong = (fault is not None and fault.unit in self.state.units
                  and fault.sentence in self.state.units[fault.unit].sentences)
         if not links and not wrong:
             return
@@ -94,9 +103,9 @@ class EpisodicSystem(MemorySystem):
                 updated.append(self.update_unit(op, old, old.sentences, note=note).name)
             if wrong:
                 # The fault: consolidation rewrites the episode and loses the critical sentence.
-                self.mark_fault(op)
+                self.mark_fault(op, fault)  # type: ignore[arg-type]
                 unit = self.state.units[fault.unit]  # type: ignore[union-attr]
-                updated.append(self.update_unit(op, unit, self.drop_critical(unit.sentences)).name)
+                updated.append(self.update_unit(op, unit, self.drop_critical(unit.sentences, fault)).name)  # type: ignore[arg-type]
             record_changes(op, list(dict.fromkeys(updated)))
 
     def _related(self, new: Unit, created: list[Unit]) -> list[Unit]:
@@ -136,6 +145,7 @@ class EpisodicSystem(MemorySystem):
     def _stage(self, op: Operation, ranked: list[tuple[Unit, float]], k: int, *,
                variant: int) -> list[tuple[Unit, float | None]]:
         # A RetrievalError fault hits stage one or the rerank, as the fault's variant says.
-        if self.fault is not None and self.fault.variant % 2 != variant:
+        fault = self.faulted(ErrorType.RETRIEVAL)
+        if fault is not None and fault.variant % 2 != variant:
             return list(ranked[:k])
         return self.omit_critical(op, ranked, k)

@@ -9,6 +9,7 @@ done by the trim (update) operation, so DeletionError does not apply either.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from memtrace_otel.bench.locomo import Session, Turn
@@ -47,7 +48,8 @@ class LongContextSystem(MemorySystem):
     def _trim(self) -> None:
         units = self.state.units
         over = self.state.extra.get("words", 0) > self.budget_words
-        wrong = self.faulted(ErrorType.UPDATE) and self.fault.unit in units  # type: ignore[union-attr]
+        fault = self.faulted(ErrorType.UPDATE)
+        wrong = fault is not None and fault.unit in units
         if not over and not wrong:
             return
         with self.tracer.operation("lc.trim", Category.UPDATE,
@@ -56,11 +58,35 @@ class LongContextSystem(MemorySystem):
             evicted = []
             if wrong:
                 # The fault: the trim evicts a unit the budget did not ask to evict.
-                self.mark_fault(op)
-                evicted.append(self._evict(op, units[self.fault.unit]))  # type: ignore[union-attr]
+                self.mark_fault(op, fault)  # type: ignore[arg-type]
+                evicted.append(self._evict(op, units[fault.unit]))  # type: ignore[union-attr]
+            oldest = self._oldest(op)
             while self.state.extra["words"] > self.budget_words and units:
-                evicted.append(self._evict(op, next(iter(units.values()))))
+                unit = next(oldest, None)
+                if unit is None:
+                    break
+                evicted.append(self._evict(op, unit))
             record_changes(op, evicted)
+
+    def _oldest(self, op: Operation) -> Iterator[Unit]:
+        """The units a budget trim evicts, oldest first; the oracle trim (repair) skips those holding
+        critical information, and a trim that evicts them without repair is a loss."""
+        units = self.state.units
+        order = list(units.values())
+        if self.repair is None:
+            yield from order
+            return
+        total = self.state.extra["words"]
+        doomed, freed = [], 0
+        for unit in order:  # what the budget evicts, as the plain trim would
+            if total - freed <= self.budget_words:
+                break
+            doomed.append(unit)
+            freed += sum(len(words(s.text)) for s in unit.sentences)
+        lost = self.repair.held(s for u in doomed for s in u.sentences)
+        loss = self.repairable(op, ErrorType.UPDATE, lost)
+        keep = self.repairing(loss)
+        yield from (u for u in order if not (keep and self.holds_key(u)))
 
     def _evict(self, op: Operation, unit: Unit) -> str:
         self.state.extra["words"] -= sum(len(words(s.text)) for s in unit.sentences)

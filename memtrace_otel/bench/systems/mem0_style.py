@@ -19,11 +19,21 @@ Every store effect is its own operation, so a memory unit has versions.
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from collections.abc import Callable
 
 from memtrace_otel.bench.locomo import Session, Turn
-from memtrace_otel.bench.systems.base import MemorySystem, Unit, record_changes, record_model_call
+from memtrace_otel.bench.systems.base import (
+    Fault,
+    MemorySystem,
+    Unit,
+    record_changes,
+    record_model_call,
+    span_of,
+)
 from memtrace_otel.bench.systems.interfaces import Decision, MemoryEvent, Sentence, SimilarMemory
+from memtrace_otel.bench.systems.oracle import Loss
 from memtrace_otel.instrument import Operation, RetrievedRecord, Variable
 from memtrace_otel.semconv import Category, ErrorType, GenAIOperation, VariableKind
 from memtrace_otel.text import content_tokens
@@ -31,12 +41,42 @@ from memtrace_otel.text import content_tokens
 __all__ = ["Mem0StyleSystem"]
 
 
-def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard similarity; the union's size is counted, not built (this runs per fact and unit)."""
-    if not a or not b:
-        return 0.0
-    shared = len(a & b)
-    return shared / (len(a) + len(b) - shared)
+class _SimilarityIndex:
+    """Memory units by (speaker, content token), for the search of a fact's most similar units.
+
+    Similarity is Jaccard over content tokens, among units whose first sentence has the fact's
+    speaker; a unit sharing no token is not a result; among equal scores the older unit (lower
+    ``mem:<n>``) comes first. Not thread-safe (one per system run).
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str, str], set[str]] = {}
+        self._units: dict[str, tuple[str, frozenset[str], int]] = {}
+
+    def add(self, unit: Unit) -> None:
+        speaker = unit.sentences[0].speaker if unit.sentences else ""
+        self._units[unit.name] = (speaker, unit.tokens, int(unit.name.rsplit(":", 1)[1]))
+        for token in unit.tokens:
+            self._names.setdefault((speaker, token), set()).add(unit.name)
+
+    def discard(self, name: str) -> None:
+        entry = self._units.pop(name, None)
+        if entry is not None:
+            for token in entry[1]:
+                self._names[(entry[0], token)].discard(name)
+
+    def most_similar(self, fact: Sentence, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best unit names and their similarity to ``fact``, best first."""
+        tokens = frozenset(content_tokens(f"{fact.speaker} {fact.text}"))
+        shared: Counter[str] = Counter()
+        for token in tokens:
+            names = self._names.get((fact.speaker, token))
+            if names:
+                shared.update(names)
+        size, units = len(tokens), self._units
+        best = heapq.nsmallest(k, ((-(count / (size + len(units[name][1]) - count)), units[name][2], name)
+                                   for name, count in shared.items()))
+        return [(name, -negated) for negated, _, name in best]
 
 
 class Mem0StyleSystem(MemorySystem):
@@ -44,6 +84,7 @@ class Mem0StyleSystem(MemorySystem):
     applicable = tuple(ErrorType)
     search_k = 5
     top_k = 5
+    _similarity: _SimilarityIndex | None = None
 
     def _ingest_session(self, session: Session) -> None:
         for turn in session.turns:
@@ -57,10 +98,16 @@ class Mem0StyleSystem(MemorySystem):
             extraction = self.components.extractor.extract(turn)
             record_model_call(op, extraction)
             facts = extraction.facts
-            if self.faulted(ErrorType.EXTRACTION) and self.fault.sentence in facts:  # type: ignore[union-attr]
+            fault = self.faulted(ErrorType.EXTRACTION)
+            if fault is not None and fault.sentence in facts:
                 # The fault: extraction drops the fact that carries the answer.
-                self.mark_fault(op)
-                facts = self.drop_critical(facts)
+                self.mark_fault(op, fault)
+                facts = self.drop_critical(facts, fault)
+            else:
+                lost = self.repair.lost([turn.dia_id], facts) if self.repair else []
+                loss = self.repairable(op, ErrorType.EXTRACTION, lost)
+                if self.repairing(loss):
+                    facts = [*facts, *lost]  # the oracle extraction keeps the critical sentence
             op.step("llm_extract", [message])
             facts_var = op.write(f"facts:{turn.dia_id}", "\n".join(f.render() for f in facts),
                                  kind=VariableKind.FACTS)
@@ -70,8 +117,31 @@ class Mem0StyleSystem(MemorySystem):
     def _ingest_fact(self, fact: Sentence, facts_var: Variable, index: int) -> None:
         similar, similar_var = self._find_similar(fact, facts_var, index)
         forced = self._fault_target(first=index == 0)
-        decision = self._decide(fact, (facts_var, similar_var), similar, index, forced)
-        self._apply(decision, fact, facts_var, fault=forced is not None)
+        decision, span = self._decide(fact, (facts_var, similar_var), similar, index, forced)
+        loss = None
+        if forced is None:
+            decision, loss = self._oracle_decision(decision, fact, span)
+        self._apply(decision, fact, facts_var, fault=forced[0] if forced else None, loss=loss)
+
+    def _oracle_decision(self, decision: Decision, fact: Sentence,
+                         span: dict[str, str]) -> tuple[Decision, Loss | None]:
+        """A DELETE of a unit holding critical information, or a NONE that drops a fact carrying it
+        (the unit it duplicates does not), loses it; the oracle decision is an ADD."""
+        lost: list[Sentence] = []
+        target = self.state.units.get(decision.target or "")
+        if self.repair is not None and target is not None:
+            if decision.event is MemoryEvent.DELETE:
+                lost = self.repair.held(target.sentences)
+            elif decision.event is MemoryEvent.NONE:
+                lost = [k for k in self.repair.lost([fact.dia_id], target.sentences)
+                        if self.repair.carries(fact, k)]
+        error_type = ErrorType.DELETION if decision.event is MemoryEvent.DELETE else ErrorType.UPDATE
+        loss = self.repairable(None, error_type, lost)
+        if loss is not None:
+            loss.span = span  # a DELETE's loss is its effect's span, set when that runs
+        if self.repairing(loss):
+            return Decision(MemoryEvent.ADD, reason="oracle: keeps the critical information"), loss
+        return decision, loss
 
     def _find_similar(self, fact: Sentence, facts_var: Variable,
                       index: int) -> tuple[list[SimilarMemory], Variable]:
@@ -92,72 +162,96 @@ class Mem0StyleSystem(MemorySystem):
         return [SimilarMemory(u.name, tuple(u.sentences), score) for u, score in found], variable
 
     def _similar_units(self, fact: Sentence) -> list[tuple[Unit, float]]:
-        tokens = frozenset(content_tokens(f"{fact.speaker} {fact.text}"))
-        scored = []
-        for unit in self.state.units.values():
-            if tokens.isdisjoint(unit.tokens) or unit.sentences[0].speaker != fact.speaker:
-                continue  # no shared token: similarity 0, not a result
-            scored.append((unit, _similarity(tokens, unit.tokens)))
-        # Stable sort: among equal scores the older unit comes first.
-        return sorted(scored, key=lambda item: -item[1])[:self.search_k]
+        found = self._token_index().most_similar(fact, self.search_k)
+        return [(self.state.units[name], score) for name, score in found]
+
+    def _token_index(self) -> _SimilarityIndex:
+        """Built from the state on first use (a run may start from a snapshot), then kept in step by
+        :meth:`_index_unit` and :meth:`delete_unit`: the ingest-time search runs once per fact."""
+        if self._similarity is None:
+            self._similarity = _SimilarityIndex()
+            for unit in self.state.units.values():
+                self._similarity.add(unit)
+        return self._similarity
+
+    def _index_unit(self, unit: Unit) -> None:
+        super()._index_unit(unit)
+        if self._similarity is not None:
+            self._similarity.discard(unit.name)
+            self._similarity.add(unit)
+
+    def delete_unit(self, op: Operation, unit: Unit) -> Unit:
+        if self._similarity is not None:
+            self._similarity.discard(unit.name)
+        return super().delete_unit(op, unit)
 
     def _decide(self, fact: Sentence, inputs: tuple[Variable, Variable], similar: list[SimilarMemory],
-                index: int, forced: Unit | None) -> Decision:
+                index: int, forced: tuple[Fault, Unit] | None) -> tuple[Decision, dict[str, str]]:
         with self.tracer.operation("mem0.decide", Category.UPDATE, store_id=self.name) as op:
             for variable in inputs:
                 op.read(variable)
-            decision = self._forced(forced) if forced else self.components.decider.decide(fact, similar)
+            decision = self._forced(*forced) if forced else self.components.decider.decide(fact, similar)
             record_model_call(op, decision)
             op.set_outcome(decision.event.value)
             record = f"{decision.event.name} {decision.target or ''}\n{fact.render()}"
             op.write(f"decision:{fact.dia_id}/{index}", record, kind=VariableKind.OTHER)
-        return decision
+        return decision, span_of(op)
 
-    def _forced(self, target: Unit) -> Decision:
+    @staticmethod
+    def _forced(fault: Fault, target: Unit) -> Decision:
         # The fault: the decision picks the wrong memory to overwrite or delete.
-        assert self.fault is not None
-        update = self.fault.error_type is ErrorType.UPDATE
+        update = fault.error_type is ErrorType.UPDATE
         return Decision(MemoryEvent.UPDATE if update else MemoryEvent.DELETE, target.name)
 
-    def _fault_target(self, first: bool) -> Unit | None:
-        """The critical unit, when this decision is the one an Update/Deletion fault perturbs."""
-        fault = self.fault
-        if not first or fault is None or fault.unit not in self.state.units:
+    def _fault_target(self, first: bool) -> tuple[Fault, Unit] | None:
+        """The fault and the critical unit, when this decision is the one an Update/Deletion fault
+        perturbs."""
+        fault = self.faulted(ErrorType.UPDATE) or self.faulted(ErrorType.DELETION)
+        if not first or fault is None:
             return None
-        if fault.sentence not in self.state.units[fault.unit].sentences:
-            return None
-        if self.faulted(ErrorType.UPDATE) or self.faulted(ErrorType.DELETION):
-            return self.state.units[fault.unit]
+        unit = self.state.units.get(fault.unit)
+        if unit is not None and fault.sentence in unit.sentences:
+            return fault, unit
+        if fault.message_scope:
+            # Chained after another fault that took the critical sentence: the wrong decision then
+            # hits what is left of its message (unit names differ once an earlier fault fired).
+            left = next((u for u in self.state.units.values() if fault.aims_at(u.sentences)), None)
+            if left is not None:
+                return fault, left
         return None
 
-    def _apply(self, decision: Decision, fact: Sentence, facts_var: Variable, *, fault: bool) -> None:
+    def _apply(self, decision: Decision, fact: Sentence, facts_var: Variable, *, fault: Fault | None,
+               loss: Loss | None = None) -> None:
         """The store effect of a decision; under a fault it is the perturbed (gold) operation."""
         target = self.state.units.get(decision.target or "")
         if decision.event is MemoryEvent.NONE:
             return
         if decision.event is MemoryEvent.UPDATE and target is not None:
             # A faulty UPDATE overwrites the target with the fact; a sound one merges it in.
-            sentences = [fact] if fault else [*target.sentences, fact]
+            sentences = [fact] if fault is not None else [*target.sentences, fact]
             self._effect("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY, facts_var,
                          lambda op: self.update_unit(op, target, sentences), fault=fault)
             return
         if decision.event is MemoryEvent.DELETE and target is not None:
             self._effect("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY, facts_var,
-                         lambda op: self.delete_unit(op, target), fault=fault)
-            if fault:
+                         lambda op: self.delete_unit(op, target), fault=fault, loss=loss)
+            if fault is not None:
                 return
         self._effect("mem0.add", Category.EXTRACTION, GenAIOperation.CREATE_MEMORY, facts_var,
                      lambda op: self.store_unit(op, self.new_unit_name("mem"), [fact]))
 
     def _effect(self, name: str, category: Category, gen_ai: GenAIOperation, facts_var: Variable,
-                action: Callable[[Operation], Unit], *, fault: bool = False) -> None:
+                action: Callable[[Operation], Unit], *, fault: Fault | None = None,
+                loss: Loss | None = None) -> None:
         with self.tracer.operation(name, category, gen_ai_operation=gen_ai.value, store_id=self.name) as op:
             # The effect reads the fact, not the decision: the decision stays off the answer's
             # backward slice, so the slice (and what the baseline engines choose from) is the
             # same as before the decision was traced.
             op.read(facts_var)
-            if fault:
-                self.mark_fault(op)
+            if fault is not None:
+                self.mark_fault(op, fault)
+            if loss is not None:
+                loss.span = span_of(op)
             record_changes(op, [action(op).name])
 
     def _retrieve(self, query: Variable, question: str, case_id: str) -> tuple[list[Unit], Variable]:

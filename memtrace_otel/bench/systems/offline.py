@@ -169,17 +169,39 @@ class LexicalEmbedder:
 
 
 class WordLlamaEmbedder:
-    """wordllama's static token embeddings (weights ship inside the package)."""
+    """wordllama's static token embeddings (weights ship inside the package).
+
+    Single texts are memoised (at most ``cache_size``, then the memo starts over): fault and
+    repair runs re-ingest what the clean run embedded, and the model is deterministic, so
+    a cached row is the row the model would give. Thread safety: one instance per process
+    (the benchmark's jobs are processes), not shared by threads.
+    """
 
     name = "wordllama-256"
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, cache_size: int = 100_000) -> None:
         self._model = model
+        self._cache: dict[str, np.ndarray] = {}
+        self._cache_size = cache_size
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 256), dtype=np.float32)
+        if len(texts) == 1:
+            return self._one(texts[0])[None, :]
+        return self._rows(texts)
+
+    def _rows(self, texts: Sequence[str]) -> np.ndarray:
         return _unit_rows(np.asarray(self._model.embed(list(texts)), dtype=np.float32))
+
+    def _one(self, text: str) -> np.ndarray:
+        row = self._cache.get(text)
+        if row is None:
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            row = self._cache[text] = self._rows([text])[0]
+            row.setflags(write=False)
+        return row
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ a reply but none in the asked shape, the step degrades as its docstring says
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from memtrace_otel.bench.systems.interfaces import (
 )
 from memtrace_otel.bench.systems.offline import default_embedder
 from memtrace_otel.llm_client import ChatResult, LLMClient, LLMError, MalformedOutput, parse_json_object
+from memtrace_otel.text import content_tokens
 
 __all__ = [
     "OpenAIAnswerer",
@@ -43,6 +45,9 @@ __all__ = [
     "OpenAIExtractor",
     "OpenAIJudge",
     "OpenAIStep",
+    "Remembered",
+    "ground",
+    "llm_components",
     "openai_components",
 ]
 
@@ -107,8 +112,29 @@ class OpenAIAnswerer(OpenAIStep):
     def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
         memories = "\n\n".join(item.render() for item in context)
         text, used_in, used_out = self.chat(self.prompt, f"Memories:\n{memories}\n\nQuestion: {question}")
-        return AnswerResult(text or "I don't know.", input_tokens=used_in, output_tokens=used_out,
-                            model=self.model, provider=self.provider)
+        source, unit = ground(text, context)
+        return AnswerResult(text or "I don't know.", source, unit, input_tokens=used_in,
+                            output_tokens=used_out, model=self.model, provider=self.provider)
+
+
+def ground(answer: str, context: Sequence[ContextItem]) -> tuple[Sentence | None, str | None]:
+    """The context sentence (and its unit) sharing most content words with ``answer`` (its date
+    and speaker count as its words; the first among equals), or ``(None, None)`` when none shares one.
+
+    A model does not say which memory it read; the benchmark needs it to aim faults at it.
+
+    >>> s = Sentence("D1:2", "Ann", "8 May 2023", "I adopted a dog named Rex.")
+    >>> ground("Rex", [ContextItem("mem:1", [s])])[1], ground("I don't know", [ContextItem("mem:1", [s])])
+    ('mem:1', (None, None))
+    """
+    wanted = set(content_tokens(answer))
+    best: tuple[int, Sentence | None, str | None] = (0, None, None)
+    for item in context:
+        for sentence in item.sentences:
+            shared = len(wanted & set(content_tokens(f"{sentence.speaker} {sentence.date} {sentence.text}")))
+            if shared > best[0]:
+                best = (shared, sentence, item.unit)
+    return best[1], best[2]
 
 
 def _verdict(value: dict[str, Any]) -> tuple[bool, str]:
@@ -221,3 +247,62 @@ def openai_components(*, client: LLMClient | None = None, embedder: str = "auto"
     return Components(steps[0], steps[1], steps[2], chosen, steps[3],
                       {"answerer": name, "judge": name, "extractor": name, "decider": name,
                        "embedder": chosen.name})
+
+
+class Remembered:
+    """The LLM steps of a :class:`Components`, each call remembered by its arguments.
+
+    Fault and repair runs re-ingest and re-ask what the clean run did: with the
+    remembered replies they see the very same model outputs (a sampled model
+    would otherwise change more than the one perturbed operation) and cost no
+    new calls. A reused result keeps the usage of the call that produced it.
+    Thread safety: none (one per benchmark job process).
+    """
+
+    def __init__(self, components: Components) -> None:
+        self._steps = components
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        self.calls = 0
+        self.reused = 0
+
+    def _call(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        if key in self._memo:
+            self.reused += 1
+        else:
+            self.calls += 1
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[no-any-return]
+
+    def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
+        key = ("answer", question, tuple((item.unit, tuple(item.sentences)) for item in context))
+        return self._call(key, lambda: self._steps.answerer.answer(question, context))
+
+    def judge(self, question: str, prediction: str, gold: str) -> Verdict:
+        return self._call(("judge", question, prediction, gold),
+                          lambda: self._steps.judge.judge(question, prediction, gold))
+
+    def extract(self, turn: Turn) -> Extraction:
+        return self._call(("extract", turn), lambda: self._steps.extractor.extract(turn))
+
+    def decide(self, fact: Sentence, similar: Sequence[SimilarMemory]) -> Decision:
+        return self._call(("decide", fact, tuple(similar)), lambda: self._steps.decider.decide(fact, similar))
+
+
+def llm_components(*, embedder: str = "auto", **options: Any) -> Components:
+    """:func:`openai_components` for a benchmark build (``memtrace bench build --llm``): every LLM step
+    through the configured endpoint, each call :class:`Remembered` for the fault and repair runs.
+
+    The answers are copied (an :class:`AnswerResult` is mutable) so a caller cannot change a memo.
+    """
+    plain = openai_components(embedder=embedder, **options)
+    memo = Remembered(plain)
+    answerer = _CopiedAnswers(memo)
+    return Components(answerer, memo, memo, plain.embedder, memo, dict(plain.description))
+
+
+class _CopiedAnswers:
+    def __init__(self, memo: Remembered) -> None:
+        self._memo = memo
+
+    def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
+        return copy.copy(self._memo.answer(question, context))

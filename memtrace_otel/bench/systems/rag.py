@@ -43,10 +43,11 @@ class RAGSystem(MemorySystem):
             for turn in chunk:
                 self.read_message(op, turn)
                 parts.extend(Sentence(turn.dia_id, turn.speaker, turn.date, s) for s in sentences(turn.text))
-            if self.faulted(ErrorType.EXTRACTION) and self.fault.sentence in parts:  # type: ignore[union-attr]
+            fault = self.faulted(ErrorType.EXTRACTION)
+            if fault is not None and fault.sentence in parts:
                 # The fault: the chunker loses the sentence that carries the answer.
-                self.mark_fault(op)
-                parts = self.drop_critical(parts)
+                self.mark_fault(op, fault)
+                parts = self.drop_critical(parts, fault)
             record_changes(op, [self.store_unit(op, self.new_unit_name("chunk"), parts).name])
 
     def _retrieve(self, query: Variable, question: str, case_id: str) -> tuple[list[Unit], Variable]:

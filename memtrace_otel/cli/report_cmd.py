@@ -1,0 +1,313 @@
+"""``memtrace report FILE... --out report.html``: one HTML page showing why each answer failed.
+
+Reads span files like ``analyze`` (same loaders, same problem lines and exit
+codes), attributes every failed evaluation with the chosen engine, and writes
+one self-contained page (:mod:`memtrace_otel.report`): summary charts, then a
+section per failure with its lineage picture. ``--separate`` reads each FILE
+as a pipeline of its own (a graph each), for inputs that share no memory, such
+as the benchmark's conversations. ``--bench DIR`` reports a benchmark build's
+labelled cases instead: one graph per distinct set of span files (as ``bench
+score``), only the labelled evaluation attributed on it, and the clean span
+files a conversation's cases share read once. With ``--jobs N`` pipelines are
+read, attributed and drawn in N processes (one pipeline: its cases are). Nothing
+to report (no failed evaluation) is one line on stderr and exit 1, not an empty page.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import click
+import networkx as nx
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memtrace_otel.attribution.base import FailureCase, create_engine
+from memtrace_otel.attribution.runner import NO_CONTENT_WARNING, attribute_failures, content_available
+from memtrace_otel.bench.score import find_case_evaluation, load_labels
+from memtrace_otel.cli.common import (
+    EXIT_PARTIAL,
+    EngineChoice,
+    content_resolver,
+    content_store_option,
+    jaeger_option,
+    load_graph,
+    report_problems,
+    say,
+    stderr,
+    strict_option,
+    tempo_option,
+)
+from memtrace_otel.cli.terminal import safe_markup, safe_text
+from memtrace_otel.graph.build import build_graph
+from memtrace_otel.report import (
+    DrawnFailure,
+    ReportInput,
+    StringTable,
+    draw_failures,
+    jaeger_linker,
+    no_links,
+    render_page,
+    tempo_linker,
+)
+from memtrace_otel.report.figdata import reindex
+from memtrace_otel.report.links import SpanLinker
+from memtrace_otel.spans.model import Problem
+from memtrace_otel.spans.readers import SpanReadResult, read_span_files
+
+__all__ = ["report_command"]
+
+
+def _linker(jaeger_url: str | None, tempo_url: str | None) -> SpanLinker:
+    if jaeger_url:
+        return jaeger_linker(jaeger_url)
+    return tempo_linker(tempo_url) if tempo_url else no_links
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    engine: str
+    jaeger_url: str | None
+    tempo_url: str | None
+    max_nodes: int
+    jobs: int = 1  # attribution processes inside one pipeline (when there is only one)
+    content_store: str | None = None  # where the spans' content references point
+
+
+@dataclass(frozen=True, slots=True)
+class _Pipeline:
+    """One graph to report on; with labelled ``cases`` (``--bench``: case id, section label) only theirs."""
+
+    label: str | None
+    files: tuple[str, ...]
+    cases: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class _Drawn:
+    """What a worker sends back: drawn failures, the strings their records index, what went wrong."""
+
+    failures: list[DrawnFailure] = field(default_factory=list)
+    strings: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    missing: str | None = None  # --separate: this FILE does not exist
+
+
+def _graph(p: _Pipeline, s: _Settings, cache: dict[str, SpanReadResult]) -> tuple[nx.DiGraph, list[Problem]]:
+    if not p.cases:
+        _, graph, problems = load_graph(p.files, jaeger_url=s.jaeger_url, tempo_url=s.tempo_url,
+                                        content_store=s.content_store)
+        return graph, problems
+    result = SpanReadResult()
+    for path in p.files:  # a conversation's cases share its clean span files: each is parsed once
+        if path not in cache:
+            cache[path] = read_span_files([path])
+        result.add(cache[path].spans)
+        result.problems.extend(cache[path].problems)
+    graph = build_graph(result.spans)
+    return graph, [*result.problems, *graph.graph["problems"]]
+
+
+def _labelled(graph: nx.DiGraph, p: _Pipeline, s: _Settings, out: _Drawn) -> list[ReportInput]:
+    engine = create_engine(s.engine)
+    if not content_available(graph):
+        out.warnings.append(NO_CONTENT_WARNING)
+    inputs = []
+    for case_id, label in p.cases:
+        evaluation = find_case_evaluation(graph, case_id)
+        if evaluation is None:
+            out.problems.append(Problem(case_id, "no failed evaluation with this case id in its span files"))
+            continue
+        inputs.append(ReportInput(graph, [engine.attribute(graph, FailureCase.from_graph(graph, evaluation))],
+                                  label))
+    return inputs
+
+
+def _run_batch(batch: Sequence[_Pipeline], s: _Settings,
+               tick: Callable[[int, int], None] | None = None) -> list[_Drawn]:
+    """Read, attribute and draw the pipelines of ``batch`` (in a worker process, or in this one)."""
+    cache: dict[str, SpanReadResult] = {}
+    linker = _linker(s.jaeger_url, s.tempo_url)
+    drawn = []
+    for p in batch:
+        out = _Drawn()
+        drawn.append(out)
+        try:
+            graph, problems = _graph(p, s, cache)
+        except click.ClickException as error:  # not one FILE exists
+            out.missing = error.format_message()
+            continue
+        out.problems.extend(problems)
+        inputs = _labelled(graph, p, s, out) if p.cases else [ReportInput(graph, attribute_failures(
+            graph, s.engine, jobs=s.jobs, warn=out.warnings.append, progress=tick), p.label)]
+        table = StringTable()
+        for group in inputs:
+            out.failures.extend(draw_failures(group, table, linker=linker, max_nodes=s.max_nodes))
+        out.strings = table.strings
+    return drawn
+
+
+def _size(batch: Sequence[_Pipeline]) -> int:
+    return sum(os.path.getsize(f) for p in batch for f in p.files if os.path.isfile(f))
+
+
+def _run(batches: list[list[_Pipeline]], s: _Settings, jobs: int,
+         tick: Callable[[int, int], None]) -> list[_Drawn]:
+    """Every batch's results, in input order; ``jobs`` processes take the largest batches first."""
+    if len(batches) == 1:
+        return _run_batch(batches[0], replace(s, jobs=jobs), tick)
+    results: list[list[_Drawn]] = [[] for _ in batches]
+    if jobs == 1:
+        for index, batch in enumerate(batches):
+            results[index] = _run_batch(batch, s)
+            tick(index + 1, len(batches))
+        return [d for found in results for d in found]
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    order = sorted(range(len(batches)), key=lambda i: -_size(batches[i]))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=context) as pool:
+        futures = {pool.submit(_run_batch, batches[i], s): i for i in order}
+        for done, future in enumerate(as_completed(futures), 1):
+            results[futures[future]] = future.result()
+            tick(done, len(batches))
+    return [d for found in results for d in found]
+
+
+def _progress() -> Progress:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=stderr, transient=True)
+
+
+def _pipelines(files: tuple[str, ...], separate: bool,
+               bench: str | None) -> tuple[list[list[_Pipeline]], int]:
+    """The batches of pipelines to run (a batch shares parsed span files) and the exit code so far."""
+    if bench is None:
+        return ([[_Pipeline(f, (f,))] for f in files] if separate else [[_Pipeline(None, files)]]), 0
+    try:
+        labels, problems = load_labels(bench)
+    except (FileNotFoundError, OSError) as error:
+        raise click.ClickException(safe_text(error)) from None
+    by_files: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for number, row in enumerate(labels, 1):
+        spans, case_id = row["spans"], row["case_id"]
+        if not (isinstance(spans, list) and spans and all(isinstance(p, str) for p in spans)
+                and isinstance(case_id, str)):
+            problems.append(f"{os.path.join(bench, 'labels.jsonl')}: case {number}: 'case_id' is not a "
+                            "string or 'spans' not a list of paths; skipped")
+            continue
+        by_files.setdefault(tuple(sorted(spans)), []).append(row)
+    batches: dict[str, list[_Pipeline]] = {}
+    for spans, rows in by_files.items():
+        cases = tuple((r["case_id"], _case_label(r)) for r in rows)
+        paths = tuple(os.path.join(bench, p) for p in spans)
+        # One batch per conversation (spans/<system>/<conversation>/...): one process parses its files.
+        conversation = os.path.dirname(os.path.dirname(spans[-1]))
+        batches.setdefault(conversation, []).append(_Pipeline(None, paths, cases))
+    for line in problems:
+        say(safe_markup(line))
+    return list(batches.values()), EXIT_PARTIAL if problems else 0
+
+
+def _case_label(row: dict[str, Any]) -> str:
+    operation = row.get("operation")
+    name = operation.get("name") if isinstance(operation, dict) else None
+    return f"{row['case_id']}: labelled {row.get('error_type')} in {name or '?'}"
+
+
+def _gather(drawn: list[_Drawn], separate: bool, strict: bool) -> tuple[list[DrawnFailure], StringTable, int]:
+    """The failures of every pipeline, their records moved into one string table; problems said."""
+    code, said = 0, set()
+    failures, table = [], StringTable()
+    for out in drawn:
+        if out.missing is not None:
+            if not separate:
+                raise click.ClickException(safe_text(out.missing))
+            say(safe_markup(out.missing))
+            code = EXIT_PARTIAL
+        for warning in out.warnings:
+            if warning not in said:  # once per run, not per pipeline
+                said.add(warning)
+                say(f"warning: {safe_markup(warning)}")
+        fresh = [p for p in out.problems if str(p) not in said]  # shared span files: said once
+        said.update(str(p) for p in fresh)
+        code = max(code, report_problems(fresh, strict=strict))
+        for f in out.failures:
+            failures.append(f)
+            reindex(f.record, out.strings, table)
+    return failures, table, code
+
+
+@click.command("report")
+@click.argument("files", nargs=-1, metavar="[FILE...]", type=click.Path(dir_okay=True, allow_dash=True))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="The HTML file to write.")
+@click.option("--engine", type=EngineChoice(), default="lineage", show_default=True,
+              help="Attribution engine.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes: pipelines (or, with one pipeline, its cases) are shared out.")
+@click.option("--separate", is_flag=True,
+              help="Read each FILE as a pipeline of its own (one graph each), e.g. one directory per user.")
+@click.option("--bench", "bench", type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="Report the labelled cases of a benchmark build (DIR/labels.jsonl) instead of FILEs.")
+@click.option("--max-nodes", type=click.IntRange(min=10), default=200, show_default=True,
+              help="About how many nodes a lineage picture draws; the rest are folded.")
+@strict_option
+@jaeger_option
+@tempo_option
+@content_store_option
+@click.pass_context
+def report_command(ctx: click.Context, files: tuple[str, ...], out: str, engine: str, jobs: int,
+                   separate: bool, bench: str | None, max_nodes: int, strict: bool, jaeger_url: str | None,
+                   tempo_url: str | None, content_store: str | None) -> None:
+    """Write one self-contained HTML page explaining every failed answer in span FILEs.
+
+    A FILE may be a directory of span files, or - for standard input. With
+    --jaeger URL (or --tempo URL) linked traces are fetched from the backend
+    and every span id links to it. --bench DIR reports a benchmark build's
+    labelled cases (no FILE). Exit 1 when there is nothing to report, 3 when
+    some input was skipped or repaired.
+    """
+    if bool(files) == bool(bench):
+        raise click.UsageError("give span FILEs or --bench DIR (one of the two)")
+    batches, code = _pipelines(files, separate, bench)
+    if content_store:
+        content_resolver(content_store)  # a store no filesystem serves is a usage error, said now
+    settings = _Settings(engine, jaeger_url, tempo_url, max_nodes, content_store=content_store)
+    with _progress() as bar:
+        task = bar.add_task("reading, attributing, drawing", total=None)
+        try:
+            drawn = _run(batches, settings, jobs, lambda n, total: bar.update(task, completed=n, total=total))
+        except ValueError as error:  # e.g. an engine's options are wrong for this environment
+            raise click.ClickException(safe_text(error)) from error
+    failures, table, found = _gather(drawn, separate, strict)
+    code = max(code, found)
+    if not failures:
+        say("nothing to report: no failed evaluation in the input")
+        ctx.exit(1)
+    if bench:  # the labels file's order, though cases sharing a graph were drawn together
+        order = {case: i for i, case in enumerate(c for b in batches for p in b for c, _ in p.cases)}
+        failures.sort(key=lambda f: order.get(f.attribution.case.case_id, len(order)))
+    page = render_page(failures, table, title=f"memtrace report: {len(failures)} failed answer(s)",
+                       pipelines=sum(len(b) for b in batches))
+    _write(out, page)
+    say(f"wrote {safe_markup(out)}: {len(failures)} failed answer(s)")
+    ctx.exit(code)
+
+
+def _write(path: str, page: str) -> None:
+    """Write through a temporary file and rename, so a half-written report never replaces a good one."""
+    temporary = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(page)
+        os.replace(temporary, path)
+    except OSError as error:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise click.ClickException(f"cannot write {safe_text(path)}: {safe_text(error.strerror or error)}") \
+            from None

@@ -1,0 +1,94 @@
+"""``Mem0Instrumentor``: mem0's ``Memory`` and ``AsyncMemory`` as memtrace operation spans.
+
+Enable it once (``Mem0Instrumentor().instrument()``), or run the program under
+``opentelemetry-instrument``, which finds it through the ``opentelemetry_instrumentor``
+entry point. Spans go through the application's TracerProvider (``tracer_provider=``
+or the global one); content capture follows
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, decided once here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+from collections.abc import Collection
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+
+from memtrace_otel.instrument.mem0.hooks import StoreHooks
+from memtrace_otel.instrument.mem0.lifecycle import propagate_context, wrapper_for
+from memtrace_otel.instrument.mem0.package import _instruments
+from memtrace_otel.instrument.mem0.steps import public_steps
+from memtrace_otel.instrument.tracer import MemoryTracer
+
+__all__ = ["Mem0Instrumentor", "mem0_generation"]
+
+_MODULE = "mem0.memory.main"
+_CLASSES = ("Memory", "AsyncMemory")
+
+
+def mem0_generation() -> int:
+    """The installed mem0ai's major version (1 or 2); ``ValueError`` outside the supported range."""
+    major = int(metadata.version("mem0ai").split(".", 1)[0])
+    if major not in (1, 2):
+        raise ValueError(f"mem0ai {metadata.version('mem0ai')} is outside {_instruments[0]}")
+    return major
+
+
+def _patches(major: int) -> ModuleType:
+    return importlib.import_module(f"memtrace_otel.instrument.mem0.v{major}")
+
+
+class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces mem0ai 1.x and 2.x ``Memory`` / ``AsyncMemory`` (see ``docs/mem0.md``).
+
+    ``instrument(tracer_provider=None, memory_tracer=None)``: ``memory_tracer`` shares a
+    :class:`~memtrace_otel.MemoryTracer` (its version registry and in-process contents)
+    with the application's own traced operations. ``uninstrument()`` restores every
+    patched method and class as it was.
+
+    Thread-safe: ``instrument``/``uninstrument`` are serialised by the base class's
+    singleton; the wrappers keep per-call state in context variables.
+    """
+
+    memory_tracer: MemoryTracer | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer = kwargs.get("memory_tracer") or MemoryTracer(kwargs.get("tracer_provider"))
+        version = _patches(mem0_generation())
+        self.memory_tracer = tracer
+        self._hooks = StoreHooks(tracer, version.llm_steps())
+        self._wrapped: list[tuple[Any, str]] = []
+        module = importlib.import_module(_MODULE)
+        steps = public_steps()
+        for step in steps.values():
+            step.hooks = self._hooks
+        for class_name in _CLASSES:
+            cls = getattr(module, class_name)
+            for method in version.METHODS:
+                if method in cls.__dict__:
+                    wrapper = wrapper_for(tracer, steps[method], cls.__dict__[method])
+                    wrapt.wrap_function_wrapper(cls, method, wrapper)
+                    self._wrapped.append((cls, method))
+        if version.PROPAGATE_CONTEXT:
+            classes = tuple(getattr(module, name) for name in _CLASSES)
+            wrapt.wrap_function_wrapper(concurrent.futures.ThreadPoolExecutor, "submit",
+                                        propagate_context(classes))
+            self._wrapped.append((concurrent.futures.ThreadPoolExecutor, "submit"))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, method in reversed(getattr(self, "_wrapped", [])):
+            unwrap(owner, method)
+        self._wrapped = []
+        hooks = getattr(self, "_hooks", None)
+        if hooks is not None:
+            hooks.remove()
+        self.memory_tracer = None

@@ -1,0 +1,246 @@
+"""One traced mem0 call from start to finish, shared by sync and async wrappers.
+
+A :class:`Step` says what a wrapped method means (operation name, category,
+GenAI operation, what to read and write before and after); :class:`Call` is the
+small lifecycle object that runs it: ``start`` opens the operation and its
+:class:`~.scope.Scope`, ``stop`` records the result, ``fail`` marks the span
+``ERROR`` with ``error.type``; both end the span exactly once and restore the
+context in ``finally``. The wrappers return the wrapped result unchanged and
+re-raise its exceptions as they were; a fault of the instrumentation itself is
+logged once and never reaches the application.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, reset_scope, set_scope
+from memtrace_otel.instrument.tracer import MemoryTracer
+from memtrace_otel.semconv import Category, GenAIOperation
+
+__all__ = ["Binder", "Call", "Step", "propagate_context", "wrapper_for"]
+
+_logger = logging.getLogger(__name__)
+_warned: set[str] = set()
+PROVIDER = "mem0"
+"""``gen_ai.provider.name`` of mem0's memory spans."""
+
+Arguments = Mapping[str, Any]
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def warn_once(what: str, exc: BaseException) -> None:
+    """Log a fault of the instrumentation once per kind; the application carries on."""
+    if what not in _warned:
+        _warned.add(what)
+        _logger.warning("memtrace mem0 instrumentation: %s failed (%s: %s); the call is not traced",
+                        what, type(exc).__name__, exc)
+
+
+class Step:
+    """What a wrapped mem0 method means. Subclasses override ``begin`` / ``end``.
+
+    ``applies`` decides per call whether the method gets an operation of its own
+    (an internal method called by a traced public one that already has it does not).
+    """
+
+    role: Role = Role.READ
+    gen_ai: GenAIOperation | None = None
+    hooks: Any = None
+    """The instrumentor's ``StoreHooks``: a traced call hooks its memory's store and LLM first."""
+
+    def __init__(self, name: str, category: Category) -> None:
+        self.name = name
+        self.category = category
+
+    def applies(self, instance: Any, arguments: Arguments, parent: Scope | None) -> bool:
+        return True
+
+    def gen_ai_operation(self, arguments: Arguments) -> GenAIOperation | None:
+        return self.gen_ai
+
+    def record_id(self, arguments: Arguments) -> str | None:
+        value = arguments.get("memory_id")
+        return None if value is None else str(value)
+
+    def memory_of(self, instance: Any, parent: Scope | None) -> Any:
+        return instance
+
+    def open(self, tracer: MemoryTracer, instance: Any, arguments: Arguments, parent: Scope | None) -> Scope:
+        memory = self.memory_of(instance, parent)
+        if self.hooks is not None:
+            self.hooks.ensure(memory)
+        gen_ai = self.gen_ai_operation(arguments)
+        op = tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store_id(memory),
+                              record_id=self.record_id(arguments) if gen_ai else None,
+                              provider=PROVIDER if gen_ai else None)
+        return Scope(memory, op, self.role, record_id=self.record_id(arguments), registry=tracer.registry)
+
+    def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
+        """After the operation started, before the wrapped call."""
+
+    def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
+        """After the wrapped call returned ``result``."""
+
+
+def store_id(memory: Any) -> str:
+    """``gen_ai.memory.store.id``: the memory's vector-store collection."""
+    name = getattr(memory, "collection_name", None)
+    return name if isinstance(name, str) and name else "mem0"
+
+
+class Binder:
+    """A method's arguments by parameter name, defaults filled in (``self`` left out).
+
+    Cheaper than ``inspect.Signature.bind`` on every call: the positional names and
+    defaults are read once. Extra or unknown arguments are mem0's to reject.
+
+    >>> class Store:
+    ...     def search(self, query, vectors, limit=5, filters=None): ...
+    >>> Binder.of(Store.search)(("q", [0.1]), {"filters": {"user_id": "u"}})
+    {'limit': 5, 'filters': {'user_id': 'u'}, 'query': 'q', 'vectors': [0.1]}
+    """
+
+    __slots__ = ("_defaults", "_names")
+
+    def __init__(self, names: tuple[str, ...], defaults: dict[str, Any]) -> None:
+        self._names, self._defaults = names, defaults
+
+    @classmethod
+    def of(cls, function: Callable[..., Any]) -> Binder:
+        try:
+            parameters = list(inspect.signature(function).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return cls((), {})
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return cls(tuple(p.name for p in parameters if p.kind in positional),
+                   {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty})
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        arguments = dict(self._defaults)
+        arguments.update(zip(self._names, args, strict=False))
+        arguments.update(kwargs)
+        return arguments
+
+
+class Call:
+    """One traced call: ``start`` -> ``stop`` / ``fail``; finishing twice does nothing."""
+
+    __slots__ = ("_arguments", "_finished", "_step", "_token", "scope")
+
+    def __init__(self, step: Step, scope: Scope, arguments: Arguments) -> None:
+        self._step, self.scope, self._arguments = step, scope, arguments
+        self._finished = False
+        self._token: contextvars.Token[Scope | None] | None = None
+
+    @classmethod
+    def start(cls, tracer: MemoryTracer, step: Step, instance: Any, arguments: Arguments) -> Call | None:
+        """Open the operation and make its scope current; ``None`` when the call is not traced
+        (instrumentation suppressed in this context, as for every contrib instrumentor)."""
+        if not is_instrumentation_enabled():
+            return None
+        try:
+            parent = current_scope()
+            if not step.applies(instance, arguments, parent):
+                return None
+            scope = step.open(tracer, instance, arguments, parent)
+        except Exception as exc:  # never on the application's path
+            warn_once(f"{step.name} start", exc)
+            return None
+        call = cls(step, scope, arguments)
+        scope.op.__enter__()
+        call._token = set_scope(scope)
+        try:
+            step.begin(scope, arguments, parent)
+        except Exception as exc:
+            warn_once(f"{step.name} begin", exc)
+        return call
+
+    def stop(self, result: Any) -> None:
+        if self._finished:
+            return
+        try:
+            self._step.end(self.scope, self._arguments, result)
+        except Exception as exc:
+            warn_once(f"{self._step.name} end", exc)
+        self._finish(None)
+
+    def run(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call ``wrapped`` inside this call: its result comes back unchanged, its error re-raised."""
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        self.stop(result)
+        return result
+
+    def fail(self, exc: BaseException) -> None:
+        self._finish(exc)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if self._token is not None:
+                reset_scope(self._token)
+        except ValueError:
+            pass  # finished in another context than it started (a generator-like caller): keep going
+        finally:
+            self.scope.op.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+
+def wrapper_for(tracer: MemoryTracer, step: Step, function: Callable[..., Any]) -> Wrapper:
+    """The ``wrapt`` wrapper running ``step`` around ``function`` (sync or async alike)."""
+    bind = Binder.of(function)
+    if inspect.iscoroutinefunction(function):
+
+        async def async_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                                kwargs: dict[str, Any]) -> Any:
+            call = Call.start(tracer, step, instance, bind(args, kwargs))
+            if call is None:
+                return await wrapped(*args, **kwargs)
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                call.fail(exc)
+                raise
+            call.stop(result)
+            return result
+
+        return async_wrapper
+
+    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+        call = Call.start(tracer, step, instance, bind(args, kwargs))
+        if call is None:
+            return wrapped(*args, **kwargs)
+        return call.run(wrapped, args, kwargs)
+
+    return sync_wrapper
+
+
+def propagate_context(classes: tuple[type, ...]) -> Wrapper:
+    """A ``ThreadPoolExecutor.submit`` wrapper that carries the caller's context into mem0's workers.
+
+    mem0 1.x runs ``add``'s pipeline, ``search`` and ``get_all`` in a fresh thread pool;
+    without the caller's context their spans would lose their parent. Only bound methods
+    of ``classes`` are touched; every other submit passes through as it was.
+    """
+
+    def submit(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+        if args and isinstance(getattr(args[0], "__self__", None), classes):
+            run = contextvars.copy_context().run
+            args = (functools.partial(run, args[0]), *args[1:])
+        return wrapped(*args, **kwargs)
+
+    return submit

@@ -1,0 +1,226 @@
+"""The operations mem0's public and internal methods become, shared by both generations.
+
+Public methods: ``add`` (``upsert_memory`` with inference, ``create_memory`` without),
+``search``, ``get``, ``get_all`` (``search_memory``), ``update`` (``update_memory``),
+``delete``, ``delete_all`` (``delete_memory``) and ``history``. Internal ones, where a
+record is really created, changed or removed: ``_create_memory``, ``_update_memory``,
+``_delete_memory``, each its own child operation unless the public call that made it
+already is that operation. What the records say is written by the store hooks
+(``hooks.py``), which see the record ids and payloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memtrace_otel.instrument.genai import RetrievedRecord
+from memtrace_otel.instrument.mem0.lifecycle import Arguments, Step
+from memtrace_otel.instrument.mem0.scope import (
+    Role,
+    Scope,
+    message_name,
+    record_variable,
+    stored_variable,
+    text_hash,
+)
+from memtrace_otel.instrument.operation import Operation
+from memtrace_otel.instrument.variables import Variable, VariableRegistry
+from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
+
+__all__ = [
+    "AddStep",
+    "ChangeStep",
+    "CreateStep",
+    "DeleteAllStep",
+    "ReadStep",
+    "SearchStep",
+    "context_name",
+    "read_result",
+    "result_items",
+]
+
+
+def result_items(result: Any) -> list[Mapping[str, Any]]:
+    """The memory items of a mem0 result: ``{"results": [...]}``, a list, or one item."""
+    if isinstance(result, Mapping):
+        items = result.get("results", [result] if "id" in result else [])
+    else:
+        items = result if isinstance(result, list) else []
+    return [item for item in items if type(item) is dict or isinstance(item, Mapping)]
+
+
+def read_result(op: Operation, registry: VariableRegistry | None, item: Mapping[str, Any]) -> Variable:
+    """Read one returned memory item, linking to its producer through the record's metadata."""
+    metadata = item.get("metadata")
+    if not (type(metadata) is dict or isinstance(metadata, Mapping)):
+        metadata = None
+    stored = record_variable(registry, item.get("id"), metadata, item.get("memory"))
+    return op.read(stored, kind=VariableKind.MEMORY_UNIT)
+
+
+def messages_of(value: Any) -> list[Mapping[str, Any]]:
+    """``add``'s messages as mem0 normalises them (a string is one user message)."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if isinstance(value, Mapping):
+        return [value]
+    return [m for m in value if isinstance(m, Mapping)] if isinstance(value, list) else []
+
+
+def read_all(op: Operation, variables: Iterable[Variable]) -> None:
+    for variable in variables:
+        op.read(variable)
+
+
+class AddStep(Step):
+    """``add``: the messages become message variables; the pipeline's steps are its children."""
+
+    role = Role.ADD
+
+    def gen_ai_operation(self, arguments: Arguments) -> GenAIOperation:
+        infer = arguments.get("infer", True)
+        return GenAIOperation.UPSERT_MEMORY if infer else GenAIOperation.CREATE_MEMORY
+
+    def record_id(self, arguments: Arguments) -> None:
+        return None
+
+    def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
+        for message in messages_of(arguments.get("messages")):
+            content = message.get("content")
+            if isinstance(content, str) and message.get("role") != "system":
+                variable = scope.op.write(message_name(message), content, kind=VariableKind.MESSAGE)
+                scope.sources.append(variable)
+
+    def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
+        items = result_items(result)
+        scope.op.record_memory(count=len(items))
+        scope.op.set_outcome(",".join(sorted({str(i.get("event")) for i in items})) if items else "noop")
+
+
+class SearchStep(Step):
+    """``search``: the query in, the records out, each linked to the span that wrote it."""
+
+    gen_ai = GenAIOperation.SEARCH_MEMORY
+
+    def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
+        query = arguments.get("query")
+        if isinstance(query, str):
+            digest = text_hash(query)  # names both the query and the context written in ``end``
+            scope.sources.append(scope.op.read(f"query:{digest}", content=query, kind=VariableKind.QUERY))
+            scope.query_hash = digest
+
+    def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
+        op, registry, found = scope.op, scope.registry, []
+        for item in result_items(result):
+            score = item.get("score")
+            score = score if isinstance(score, int | float) else None
+            found.append(RetrievedRecord(read_result(op, registry, item), score, str(item.get("id"))))
+        top_k = arguments.get("top_k", arguments.get("limit"))
+        op.record_retrieval(found, query=scope.sources[0] if scope.sources else None,
+                            top_k=top_k if isinstance(top_k, int) else None)
+        if scope.query_hash is not None:
+            text = "\n".join(r.variable.content or "" for r in found)
+            op.write(f"{_CONTEXT_PREFIX}{scope.query_hash}", text, kind=VariableKind.CONTEXT)
+
+
+def context_name(query: str) -> str:
+    """The variable a traced ``search`` writes its results into, the context an answer reads.
+
+    An application's own answer operation reads it by name, ``op.read(context_name(query))``,
+    which links the answer to the search (and through it to the records' writers).
+
+    >>> context_name("Where does the user live?")
+    'context:mem0-3da07c86f653cc1c'
+    """
+    return f"{_CONTEXT_PREFIX}{text_hash(query)}"
+
+
+_CONTEXT_PREFIX = "context:mem0-"
+
+
+class ReadStep(Step):
+    """``get`` / ``get_all`` (records read, linked to their writers) and ``history`` (counted)."""
+
+    def __init__(self, name: str, category: Category, gen_ai: GenAIOperation | None) -> None:
+        super().__init__(name, category)
+        self.gen_ai = gen_ai
+
+    def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
+        if self.gen_ai is None:
+            scope.op.record_memory(count=len(result) if isinstance(result, list) else None)
+            return
+        items = [item for item in result_items(result) if "memory" in item]
+        records = [read_result(scope.op, scope.registry, item) for item in items]
+        scope.op.record_retrieval(records)
+
+
+class ChangeStep(Step):
+    """``update`` / ``delete`` and their internal ``_update_memory`` / ``_delete_memory``.
+
+    The public method is the operation; the internal one gets its own only when
+    something else called it (``add``'s decisions, ``delete_all``). The store
+    hooks read the old version and write the new one (or the tombstone).
+    """
+
+    def __init__(self, name: str, category: Category, gen_ai: GenAIOperation, role: Role, *,
+                 internal: bool = False) -> None:
+        super().__init__(name, category)
+        self.gen_ai, self.role, self.internal = gen_ai, role, internal
+
+    def applies(self, instance: Any, arguments: Arguments, parent: Scope | None) -> bool:
+        return not (self.internal and parent is not None and parent.role is self.role
+                    and parent.memory is instance)
+
+    def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
+        if parent is not None and parent.role is not Role.DELETE_ALL:
+            read_all(scope.op, parent.sources)
+        existing = arguments.get("existing_memory")
+        if scope.record_id is not None and existing is not None:
+            payload = getattr(existing, "payload", None)
+            scope.before[scope.record_id] = stored_variable(scope.registry, scope.record_id, payload)
+
+
+class CreateStep(Step):
+    """``_create_memory``: one new record, from the message, fact or decision that asked for it."""
+
+    role = Role.CREATE
+    gen_ai = GenAIOperation.CREATE_MEMORY
+
+    def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
+        if parent is None:
+            return
+        data = arguments.get("data")
+        matching = [v for v in parent.sources if v.content == data]
+        scope.sources = matching or list(parent.sources)
+        read_all(scope.op, scope.sources)
+
+    def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
+        if isinstance(result, str):
+            scope.op.record_memory(record_id=result)
+
+
+class DeleteAllStep(Step):
+    """``delete_all``: one ``_delete_memory`` child per record removed."""
+
+    role = Role.DELETE_ALL
+    gen_ai = GenAIOperation.DELETE_MEMORY
+
+
+def public_steps() -> dict[str, Step]:
+    """The steps of the public methods and of the internal ones that change records."""
+    return {
+        "add": AddStep("mem0.add", Category.INGEST),
+        "search": SearchStep("mem0.search", Category.RETRIEVAL),
+        "get": ReadStep("mem0.get", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
+        "get_all": ReadStep("mem0.get_all", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
+        "history": ReadStep("mem0.history", Category.OTHER, None),
+        "update": ChangeStep("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY, Role.UPDATE),
+        "delete": ChangeStep("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY, Role.DELETE),
+        "delete_all": DeleteAllStep("mem0.delete_all", Category.DELETION),
+        "_create_memory": CreateStep("mem0.create", Category.EXTRACTION),
+        "_update_memory": ChangeStep("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY,
+                                     Role.UPDATE, internal=True),
+        "_delete_memory": ChangeStep("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY,
+                                     Role.DELETE, internal=True),
+    }

@@ -1,0 +1,231 @@
+"""The mem0 instrumentor in process, against the real mem0ai of this venv (offline).
+
+Spans of ``add`` / ``update`` / ``delete`` / ``search`` and their lineage, the record
+metadata, errors, ``AsyncMemory``, and ``uninstrument`` restoring the library exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+from typing import Any
+
+import pytest
+from mem0_app import USER, config, scope
+from mem0_script import add_replies, decision
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from memtrace_otel.graph import build_graph
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation
+from memtrace_otel.semconv import GenAI, MemTrace, RecordMetadata
+from memtrace_otel.spans import record_from_readable
+
+
+def spans_by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for span in exporter.get_finished_spans():
+        found.setdefault(span.attributes.get(MemTrace.OPERATION_NAME, span.name), []).append(span)
+    return found
+
+
+def add_fact(memory: Any, server: Any, fact: str, text: str) -> str:
+    server.enqueue(*add_replies([fact]))
+    return memory.add(text, user_id=USER)["results"][0]["id"]
+
+
+def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm_server: Any,
+                                             span_exporter: InMemorySpanExporter) -> None:
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    spans = spans_by_name(span_exporter)
+    (add,) = spans["mem0.add"]
+    assert add.name == "upsert_memory memories"
+    assert add.attributes[GenAI.OPERATION_NAME] == "upsert_memory"
+    assert add.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
+    expected = {"mem0.add.extract", "mem0.add.search", "mem0.create"}
+    if mem0_generation() == 1:
+        expected.add("mem0.add.decide")
+    assert expected <= set(spans)
+    for name in expected:  # every step of the pipeline is a child of add, even in mem0's worker thread
+        assert all(s.parent is not None and s.parent.span_id == add.context.span_id for s in spans[name])
+    (create,) = spans["mem0.create"]
+    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
+    facts = next(v for v in spans["mem0.add.extract"][0].attributes[MemTrace.OUTPUTS] if "facts" in v)
+    # prompt -> response -> facts; 1.x decides from the facts, 2.x stores them directly
+    reader = spans["mem0.add.decide" if mem0_generation() == 1 else "mem0.create"][0]
+    assert facts in reader.attributes[MemTrace.INPUTS]
+
+
+def test_record_metadata_carries_the_writer(instrumented: Any, memory: Any, llm_server: Any,
+                                             span_exporter: InMemorySpanExporter) -> None:
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    (create,) = spans_by_name(span_exporter)["mem0.create"]
+    metadata = memory.get(record)["metadata"]
+    assert metadata[RecordMetadata.VARIABLE] == f"mem0:{record}@1"
+    assert metadata[RecordMetadata.TRACEPARENT].split("-")[2] == f"{create.context.span_id:016x}"
+
+
+def test_update_then_delete_are_versions(instrumented: Any, memory: Any, llm_server: Any,
+                                         span_exporter: InMemorySpanExporter) -> None:
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    memory.update(record, "Moved to Porto")
+    updated = memory.get(record)["metadata"][RecordMetadata.VARIABLE]
+    memory.delete(record)
+    spans = spans_by_name(span_exporter)
+    (update,), (delete,) = spans["mem0.update"], spans["mem0.delete"]
+    assert update.name == "update_memory memories"
+    assert update.attributes[GenAI.MEMORY_RECORD_ID] == record
+    assert update.attributes[MemTrace.INPUTS] == (f"mem0:{record}@1",)
+    assert update.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@2",) == (updated,)
+    assert delete.attributes[MemTrace.DELETED] == (f"mem0:{record}@3",)
+    assert [link.context.span_id for link in delete.links] == [update.context.span_id]
+    G = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
+    versions = [f"mem0:{record}@{v}" for v in (1, 2, 3)]
+    assert G.has_edge(versions[0], versions[1]) and G.has_edge(versions[1], versions[2])
+
+
+@pytest.mark.skipif("mem0_generation() != 1", reason="1.x only: the LLM decides UPDATE/DELETE inside add")
+def test_v1_scripted_decisions_change_records_inside_add(instrumented: Any, memory: Any, llm_server: Any,
+                                                         span_exporter: InMemorySpanExporter) -> None:
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    llm_server.enqueue(*add_replies(["Moved to Porto"], [decision("UPDATE", "Moved to Porto", "0")]))
+    memory.add("Actually I moved to Porto.", user_id=USER)
+    spans = spans_by_name(span_exporter)
+    (update,) = spans["mem0.update"]
+    decide = spans["mem0.add.decide"][-1]
+    decisions = next(v for v in decide.attributes[MemTrace.OUTPUTS] if v.startswith("mem0.decisions"))
+    assert update.parent.span_id == spans["mem0.add"][-1].context.span_id
+    assert set(update.attributes[MemTrace.INPUTS]) == {decisions, f"mem0:{record}@1"}
+    assert update.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@2",)
+    assert f"mem0:{record}@1" in decide.attributes[MemTrace.INPUTS]  # the existing memory it was shown
+
+
+def test_search_links_to_the_writer_and_records_scores(instrumented: Any, memory: Any, llm_server: Any,
+                                                       span_exporter: InMemorySpanExporter) -> None:
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    found = memory.search("Where did the user move?", **scope(user_id=USER))["results"]
+    (search,) = spans_by_name(span_exporter)["mem0.search"]
+    (create,) = spans_by_name(span_exporter)["mem0.create"]
+    assert [r["id"] for r in found] == [record]
+    assert search.name == "search_memory memories"
+    assert search.attributes[GenAI.MEMORY_RECORD_ID] == record
+    assert [link.context.span_id for link in search.links] == [create.context.span_id]
+
+
+def test_errors_mark_the_span_and_reraise(instrumented: Any, memory: Any,
+                                          span_exporter: InMemorySpanExporter) -> None:
+    with pytest.raises(Exception) as raised:
+        memory.update("00000000-0000-0000-0000-000000000000", "nothing")
+    (update,) = spans_by_name(span_exporter)["mem0.update"]
+    assert update.status.status_code is StatusCode.ERROR
+    assert update.attributes[GenAI.ERROR_TYPE] == type(raised.value).__qualname__
+
+
+def test_async_memory_shares_the_lifecycle(instrumented: Any, llm_server: Any, tmp_path: Any,
+                                           span_exporter: InMemorySpanExporter) -> None:
+    from mem0 import AsyncMemory
+
+    async def run() -> str:
+        memory = await AsyncMemory.from_config(config(llm_server.base_url, str(tmp_path))) \
+            if asyncio.iscoroutinefunction(AsyncMemory.from_config) \
+            else AsyncMemory.from_config(config(llm_server.base_url, str(tmp_path)))
+        llm_server.enqueue(*add_replies(["Moved to Lisbon"]))
+        added = await memory.add("I moved to Lisbon.", user_id=USER)
+        await memory.search("Where did the user move?", **scope(user_id=USER))
+        return added["results"][0]["id"]
+
+    record = asyncio.run(run())
+    spans = spans_by_name(span_exporter)
+    (add,), (create,) = spans["mem0.add"], spans["mem0.create"]
+    assert create.parent.span_id == add.context.span_id
+    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
+    assert spans["mem0.search"][0].attributes[GenAI.MEMORY_RECORD_ID] == record
+
+
+def _patched_state(memory: Any) -> dict[str, Any]:
+    """Every attribute the instrumentor may patch, as the classes hold them (by identity: a
+    wrapt wrapper compares equal to what it wraps)."""
+    from mem0.memory import main
+
+    state: dict[str, Any] = {"submit": id(concurrent.futures.ThreadPoolExecutor.__dict__["submit"])}
+    for cls in (main.Memory, main.AsyncMemory, type(memory.vector_store), type(memory.llm)):
+        state.update({f"{cls.__qualname__}.{k}": id(v) for k, v in cls.__dict__.items() if callable(v)})
+        state[f"{cls.__qualname__}.keys"] = sorted(cls.__dict__)
+    return state
+
+
+def test_uninstrument_restores_exactly_and_reinstruments(tracer_provider: Any, memory: Any, llm_server: Any,
+                                                         span_exporter: InMemorySpanExporter) -> None:
+    before = _patched_state(memory)
+    instrumentor = Mem0Instrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")  # installs the store/LLM hooks
+    assert _patched_state(memory) != before
+    instrumentor.uninstrument()
+    assert _patched_state(memory) == before
+    span_exporter.clear()
+    add_fact(memory, llm_server, "Has a dog", "I have a dog.")
+    assert span_exporter.get_finished_spans() == ()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    try:
+        add_fact(memory, llm_server, "Likes jazz", "I like jazz.")
+        assert "mem0.add" in spans_by_name(span_exporter)
+    finally:
+        instrumentor.uninstrument()
+    assert _patched_state(memory) == before
+
+
+def test_suppressed_instrumentation_makes_no_span(instrumented: Any, memory: Any, llm_server: Any,
+                                                  span_exporter: InMemorySpanExporter) -> None:
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    with suppress_instrumentation():
+        record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+        memory.search("Where?", **scope(user_id=USER))
+    assert span_exporter.get_finished_spans() == ()
+    assert not memory.get(record).get("metadata")  # no lineage written either
+
+
+def test_reads_and_delete_all(instrumented: Any, memory: Any, llm_server: Any,
+                              span_exporter: InMemorySpanExporter) -> None:
+    first = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    second = add_fact(memory, llm_server, "Has a dog called Pepper", "I have a dog called Pepper.")
+    memory.get(first)
+    listed = memory.get_all(**scope(user_id=USER))["results"]
+    history = memory.history(first)
+    memory.delete_all(user_id=USER)
+    spans = spans_by_name(span_exporter)
+    assert spans["mem0.get"][0].attributes[MemTrace.INPUTS] == (f"mem0:{first}@1",)
+    assert set(spans["mem0.get_all"][0].attributes[MemTrace.INPUTS]) == {f"mem0:{r['id']}@1" for r in listed}
+    assert spans["mem0.history"][0].attributes[GenAI.MEMORY_RECORD_COUNT] == len(history)
+    (delete_all,) = spans["mem0.delete_all"]
+    deletes = [s for s in spans["mem0.delete"] if s.parent.span_id == delete_all.context.span_id]
+    assert sorted(d.attributes[MemTrace.DELETED][0] for d in deletes) == sorted(
+        [f"mem0:{first}@2", f"mem0:{second}@2"])
+
+
+def test_content_capture_puts_query_and_records_on_search(
+    monkeypatch: pytest.MonkeyPatch, tracer_provider: Any, memory: Any, llm_server: Any,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    instrumentor = Mem0Instrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)  # capture is decided here, once
+    try:
+        record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+        memory.search("Where did the user move?", **scope(user_id=USER))
+    finally:
+        instrumentor.uninstrument()
+    (search,) = spans_by_name(span_exporter)["mem0.search"]
+    assert search.attributes[GenAI.MEMORY_QUERY_TEXT] == "Where did the user move?"
+    (item,) = json.loads(search.attributes[GenAI.MEMORY_RECORDS])
+    assert (item["id"], item["content"]) == (record, "Moved to Lisbon") and isinstance(item["score"], float)
+
+
+def test_content_is_off_by_default(no_content_env: None, instrumented: Any, memory: Any, llm_server: Any,
+                                   span_exporter: InMemorySpanExporter) -> None:
+    add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    memory.search("Where did the user move?", **scope(user_id=USER))
+    keys = {k for s in span_exporter.get_finished_spans() for k in s.attributes}
+    assert not keys & {GenAI.MEMORY_QUERY_TEXT, GenAI.MEMORY_RECORDS, MemTrace.VARIABLE_CONTENTS}

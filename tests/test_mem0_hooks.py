@@ -1,0 +1,103 @@
+"""The mem0 instrumentor's parts that need no mem0: class hooks, lineage read from payloads.
+
+mem0 itself is tested in tests/mem0 (one virtualenv per mem0ai generation, run by
+test_mem0_generations.py); these run in the project's own environment, with small
+hand-written store and LLM classes of the shape mem0 uses.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from memtrace_otel import MemoryTracer
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor
+from memtrace_otel.instrument.mem0.hooks import StoreHooks
+from memtrace_otel.instrument.mem0.scope import stored_variable
+from memtrace_otel.instrument.mem0.v1 import llm_steps
+
+
+class BaseStore:
+    def insert(self, vectors: list[Any], payloads: list[dict[str, Any]] | None = None,
+               ids: list[str] | None = None) -> str:
+        self.payloads = payloads
+        return "inserted"
+
+    def get(self, vector_id: str) -> None:
+        return None
+
+
+class LocalStore(BaseStore):
+    """Inherits ``insert`` and ``get`` (their hooks must be deleted again, not left behind)."""
+
+    def search(self, query: str, vectors: list[float], limit: int = 5, filters: Any = None) -> list[Any]:
+        return []
+
+
+class Llm:
+    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None) -> str:
+        return '{"facts": []}'
+
+
+class FakeMemory:
+    collection_name = "memories"
+
+    def __init__(self) -> None:
+        self.vector_store, self.llm = LocalStore(), Llm()
+
+
+def test_hooks_restore_own_and_inherited_methods_exactly(tracer_provider: TracerProvider) -> None:
+    own = {name: LocalStore.__dict__[name] for name in ("search",)}
+    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_steps())
+    hooks.ensure(FakeMemory())
+    assert {"insert", "get", "search"} <= set(LocalStore.__dict__)
+    hooks.ensure(FakeMemory())  # once per class
+    hooks.remove()
+    assert "insert" not in LocalStore.__dict__ and "get" not in LocalStore.__dict__
+    assert LocalStore.__dict__["search"] is own["search"]
+    assert "generate_response" in Llm.__dict__ and Llm.generate_response.__name__ == "generate_response"
+    assert not hasattr(Llm.__dict__["generate_response"], "__wrapped__")
+
+
+def test_hooks_pass_through_outside_a_traced_call(tracer_provider: TracerProvider,
+                                                  span_exporter: InMemorySpanExporter) -> None:
+    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_steps())
+    memory = FakeMemory()
+    hooks.ensure(memory)
+    try:
+        payloads = [{"data": "Lives in Lisbon"}]
+        assert memory.vector_store.insert([[0.0]], payloads=payloads, ids=["r1"]) == "inserted"
+        assert payloads == [{"data": "Lives in Lisbon"}]  # no lineage written: nothing traced it
+        assert memory.llm.generate_response([{"role": "user", "content": "x"}]) == '{"facts": []}'
+        assert span_exporter.get_finished_spans() == ()
+    finally:
+        hooks.remove()
+
+
+@pytest.mark.parametrize("payload", [
+    None, {}, {"memtrace_variable": 7}, {"memtrace_variable": "mem0:r1@-1"}, {"memtrace_variable": "mem0:r1"},
+    {"memtrace_variable": "mem0:r1@2", "memtrace_traceparent": "garbage", "data": 3},
+])
+def test_malformed_lineage_in_a_payload_falls_back(payload: Any) -> None:
+    found = stored_variable(None, "r1", payload)
+    if isinstance(found, str):
+        assert found == "mem0:r1"
+    else:  # a well-formed id with a broken traceparent: the version, without a producer
+        assert (found.id, found.producer, found.content) == ("mem0:r1@2", None, None)
+
+
+def test_instrument_without_mem0_does_nothing(tracer_provider: TracerProvider) -> None:
+    try:
+        importlib.metadata.version("mem0ai")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    else:
+        pytest.skip("mem0ai is installed here: tests/mem0 covers it")
+    instrumentor = Mem0Instrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)  # the dependency check declines, logged
+    assert instrumentor.memory_tracer is None
+    instrumentor.uninstrument()
