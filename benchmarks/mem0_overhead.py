@@ -35,16 +35,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 os.environ["MEM0_TELEMETRY"] = "False"
-
-from opentelemetry.instrumentation.utils import suppress_instrumentation
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "mem0")]
+# This checkout first: a cached venv's editable install may point at another clone of the project.
+sys.path[:0] = [os.path.join(HERE, ".."), os.path.join(HERE, "..", "tests"),
+                os.path.join(HERE, "..", "tests", "mem0")]
+
 from mem0_app import config  # noqa: E402  (the generation tests' offline mem0 configuration)
+from opentelemetry.instrumentation.utils import suppress_instrumentation  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
+
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation  # noqa: E402
 
 from openai_server import Reply, ScriptedOpenAIServer  # noqa: E402
 
