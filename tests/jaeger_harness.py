@@ -13,15 +13,18 @@ kept in a file and shown when a test failed or Jaeger did not start.
 from __future__ import annotations
 
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
+
+from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
 
 from process_harness import CachedBinary, LoggedProcess, accepts, free_ports, spawn_logged, stop_process
 
@@ -198,3 +201,23 @@ def _show_log(request: pytest.FixtureRequest, endpoints: JaegerEndpoints) -> Non
     if reporter is not None:
         reporter.write_line(f"--- Jaeger log tail ({endpoints.log_path}) ---")
         reporter.write_line(endpoints.log_tail())
+
+
+def wait_for_trace(jaeger: JaegerEndpoints, trace_id: str, spans: int, *,
+                   seconds: float = 30.0) -> dict[str, Any]:
+    """Jaeger stores asynchronously (batch processor): poll until the whole trace is there."""
+    deadline, last = time.monotonic() + seconds, "never answered"
+    while time.monotonic() < deadline:
+        jaeger.assert_alive()
+        try:
+            document = JaegerQueryClient(jaeger.query_url).fetch_trace(trace_id)
+        except JaegerQueryError as error:
+            last = str(error)
+        else:
+            found = sum(len(t.get("spans") or ()) for t in document["data"])
+            if found >= spans:
+                return document
+            last = f"{found} of {spans} spans"
+        time.sleep(0.2)
+    raise AssertionError(f"trace {trace_id} not complete in Jaeger after {seconds:g} s "
+                         f"({last}); Jaeger log:\n{jaeger.log_tail()}")

@@ -14,7 +14,6 @@ import http.server
 import json
 import socket
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -39,11 +38,10 @@ from memtrace_otel.spans import SpanReadResult, fetch_linked_traces, missing_lin
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
 
 import jaeger_harness
-from jaeger_harness import JaegerEndpoints
+from jaeger_harness import JaegerEndpoints, wait_for_trace
 
 jaeger = jaeger_harness.jaeger  # the session fixture, visible to this module's tests
 
-_POLL_SECONDS = 30.0
 _MESSAGES = [
     ("D1:1", 'I moved to Lisbon, "finally" [for good]'),
     ("D1:2", "My cat is named Tom 🐱"),
@@ -139,25 +137,6 @@ def two_traces(jaeger: JaegerEndpoints) -> TwoTraces:
     return TwoTraces(live, ingest_trace, query_trace, f"memtrace-ingest-{tag}", counts, answer)
 
 
-def _wait_for_trace(jaeger: JaegerEndpoints, trace_id: str, spans: int) -> dict[str, Any]:
-    """Jaeger stores asynchronously (batch processor): poll until the whole trace is there."""
-    deadline, last = time.monotonic() + _POLL_SECONDS, "never answered"
-    while time.monotonic() < deadline:
-        jaeger.assert_alive()
-        try:
-            document = JaegerQueryClient(jaeger.query_url).fetch_trace(trace_id)
-        except JaegerQueryError as error:
-            last = str(error)
-        else:
-            found = sum(len(t.get("spans") or ()) for t in document["data"])
-            if found >= spans:
-                return document
-            last = f"{found} of {spans} spans"
-        time.sleep(0.2)
-    raise AssertionError(f"trace {trace_id} not complete in Jaeger after {_POLL_SECONDS:g} s "
-                         f"({last}); Jaeger log:\n{jaeger.log_tail()}")
-
-
 @pytest.fixture(scope="module")
 def jaeger_files(jaeger: JaegerEndpoints, two_traces: TwoTraces,
                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -165,7 +144,7 @@ def jaeger_files(jaeger: JaegerEndpoints, two_traces: TwoTraces,
     folder = tmp_path_factory.mktemp("jaeger-json")
     files = {}
     for name, trace_id in (("ingest", two_traces.ingest_trace), ("query", two_traces.query_trace)):
-        document = _wait_for_trace(jaeger, trace_id, two_traces.span_counts[trace_id])
+        document = wait_for_trace(jaeger, trace_id, two_traces.span_counts[trace_id])
         files[name] = folder / f"{name}.json"
         files[name].write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
     return files

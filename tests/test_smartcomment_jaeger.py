@@ -10,7 +10,6 @@ is lost on the way through a trace viewer.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -21,38 +20,18 @@ from test_smartcomment import FIXTURES, GRAPHS, _kept, _source
 
 from memtrace_otel.cli import main
 from memtrace_otel.semconv import MemTrace, SmartComment
-from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
+from memtrace_otel.spans.jaeger_query import JaegerQueryClient
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.readers import read_span_files
 from memtrace_otel.spans.smartcomment import NONE_OPERATION
 
 import jaeger_harness
-from jaeger_harness import JaegerEndpoints
+from jaeger_harness import JaegerEndpoints, wait_for_trace
 
 jaeger = jaeger_harness.jaeger  # the session fixture, visible to this module's tests
 
-_POLL_SECONDS = 30.0
 _VERDICT = ("error_type", "operation", "operation_name", "category", "trace_id", "span_id", "step",
             "evaluation", "question", "prediction", "gold")
-
-
-def _wait_for_trace(jaeger: JaegerEndpoints, trace_id: str, spans: int) -> dict[str, Any]:
-    """Jaeger stores asynchronously (batch processor): poll until the whole trace is there."""
-    deadline, last = time.monotonic() + _POLL_SECONDS, "never answered"
-    while time.monotonic() < deadline:
-        jaeger.assert_alive()
-        try:
-            document = JaegerQueryClient(jaeger.query_url).fetch_trace(trace_id)
-        except JaegerQueryError as error:
-            last = str(error)
-        else:
-            found = sum(len(t.get("spans") or ()) for t in document["data"])
-            if found >= spans:
-                return document
-            last = f"{found} of {spans} spans"
-        time.sleep(0.2)
-    raise AssertionError(f"trace {trace_id} not complete in Jaeger after {_POLL_SECONDS:g} s "
-                         f"({last}); Jaeger log:\n{jaeger.log_tail()}")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +53,7 @@ def jaeger_files(jaeger: JaegerEndpoints, direct: list[SpanRecord],
     folder = tmp_path_factory.mktemp("smartcomment-jaeger")
     files = []
     for trace_id, spans in sorted(counts.items()):
-        document = _wait_for_trace(jaeger, trace_id, spans)
+        document = wait_for_trace(jaeger, trace_id, spans)
         files.append(folder / f"{trace_id}.json")
         files[-1].write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     return files

@@ -56,29 +56,19 @@ def test_without_prediction_keeps_the_message_when_every_sentence_states_the_pre
     assert kept == "[1 May] Ann: I went to Rome for the games."
 
 
-def _tennis_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
-    """Ann's message says two things; the extraction kept the one the failed answer came from."""
+_KINDS = {"msg": VariableKind.MESSAGE, "unit": VariableKind.MEMORY_UNIT, "query": VariableKind.QUERY,
+          "context": VariableKind.CONTEXT, "answer": VariableKind.ANSWER}
+_Op = tuple[str, Category, list[str], list[str], str]
+"""(name, category, inputs, outputs, trace id) of one operation, in execution order."""
+
+
+def _pipeline_graph(contents: dict[str, str], ops: list[_Op]) -> tuple[nx.DiGraph, str]:
+    """``contents`` (variable id -> text) and ``ops``, ended by a failed evaluation of the answer."""
     G = nx.DiGraph()
-    contents = {
-        "msg:D1:1@1": "[1 May 2023] Ann: I love watching tennis travel shows. I went to Rome for the tennis.",
-        "msg:D1:2@1": "[1 May 2023] Bob: The weather was grey all week.",
-        "unit:1@1": "Ann loves watching tennis travel shows",
-        "unit:2@1": "Bob: grey weather",
-        "query:q@1": "Where did Ann travel for tennis?",
-        "context:q@1": "Ann loves watching tennis travel shows\nBob: grey weather",
-        "answer:q@1": "watching tennis travel shows",
-    }
-    kinds = {"msg": VariableKind.MESSAGE, "unit": VariableKind.MEMORY_UNIT, "query": VariableKind.QUERY,
-             "context": VariableKind.CONTEXT, "answer": VariableKind.ANSWER}
     for vid, text in contents.items():
         name = vid.rsplit("@", 1)[0]
-        G.add_node(vid, type="variable", name=name, version=1, kind=kinds[name.split(":")[0]], content=text,
+        G.add_node(vid, type="variable", name=name, version=1, kind=_KINDS[name.split(":")[0]], content=text,
                    size=len(text), hash=f"h{vid}")
-    ops = [("sys.extract", Category.EXTRACTION, ["msg:D1:1@1"], ["unit:1@1"], "t1"),
-           ("sys.extract", Category.EXTRACTION, ["msg:D1:2@1"], ["unit:2@1"], "t1"),
-           ("sys.query", Category.INGEST, [], ["query:q@1"], "tq"),
-           ("sys.retrieve", Category.RETRIEVAL, ["query:q@1", "unit:1@1", "unit:2@1"], ["context:q@1"], "tq"),
-           ("sys.generate", Category.GENERATION, ["query:q@1", "context:q@1"], ["answer:q@1"], "tq")]
     for order, (name, category, inputs, outputs, trace) in enumerate(ops, 1):
         node = f"op:{trace}:{order:016x}"
         G.add_node(node, type="operation", name=name, category=category, trace_id=trace,
@@ -89,6 +79,26 @@ def _tennis_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
     G.add_node(evaluation, type="operation", name="sys.evaluate", category=Category.EVALUATION, trace_id="tq",
                span_id="00000000000000ff", order=len(ops) + 1, passed=False)
     G.add_edge("answer:q@1", evaluation, role="input")
+    return G, evaluation
+
+
+def _tennis_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
+    """Ann's message says two things; the extraction kept the one the failed answer came from."""
+    contents = {
+        "msg:D1:1@1": "[1 May 2023] Ann: I love watching tennis travel shows. I went to Rome for the tennis.",
+        "msg:D1:2@1": "[1 May 2023] Bob: The weather was grey all week.",
+        "unit:1@1": "Ann loves watching tennis travel shows",
+        "unit:2@1": "Bob: grey weather",
+        "query:q@1": "Where did Ann travel for tennis?",
+        "context:q@1": "Ann loves watching tennis travel shows\nBob: grey weather",
+        "answer:q@1": "watching tennis travel shows",
+    }
+    ops = [("sys.extract", Category.EXTRACTION, ["msg:D1:1@1"], ["unit:1@1"], "t1"),
+           ("sys.extract", Category.EXTRACTION, ["msg:D1:2@1"], ["unit:2@1"], "t1"),
+           ("sys.query", Category.INGEST, [], ["query:q@1"], "tq"),
+           ("sys.retrieve", Category.RETRIEVAL, ["query:q@1", "unit:1@1", "unit:2@1"], ["context:q@1"], "tq"),
+           ("sys.generate", Category.GENERATION, ["query:q@1", "context:q@1"], ["answer:q@1"], "tq")]
+    G, evaluation = _pipeline_graph(contents, ops)
     case = FailureCase(evaluation, question=contents["query:q@1"], prediction=contents["answer:q@1"],
                        signal=EvaluationSignal.FEEDBACK, answer="answer:q@1")
     return G, case, "op:t1:0000000000000001", "op:tq:0000000000000005"
@@ -138,7 +148,6 @@ def test_with_neither_evidence_nor_content_the_answers_own_read_path_is_offered_
 
 def _pet_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
     """Bob's short reply repeats the correction's words; Ann's message, which the extraction cut, says it."""
-    G = nx.DiGraph()
     contents = {
         "msg:D1:1@1": "[1 May 2023] Bob: Max is a great name for a dog!",
         "msg:D2:1@1": "[8 May 2023] Ann: I adopted a dog from the shelter last week and named him Max.",
@@ -150,12 +159,6 @@ def _pet_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
         "context:q@1": "Ann went to the shelter last week\nBob: grey weather",
         "answer:q@1": "a cat",
     }
-    kinds = {"msg": VariableKind.MESSAGE, "unit": VariableKind.MEMORY_UNIT, "query": VariableKind.QUERY,
-             "context": VariableKind.CONTEXT, "answer": VariableKind.ANSWER}
-    for vid, text in contents.items():
-        name = vid.rsplit("@", 1)[0]
-        G.add_node(vid, type="variable", name=name, version=1, kind=kinds[name.split(":")[0]], content=text,
-                   size=len(text), hash=f"h{vid}")
     ops = [("sys.extract", Category.EXTRACTION, ["msg:D1:1@1"], ["unit:1@1"], "t1"),
            ("sys.extract", Category.EXTRACTION, ["msg:D2:1@1"], ["unit:2@1"], "t2"),
            ("sys.extract", Category.EXTRACTION, ["msg:D2:2@1"], ["unit:3@1"], "t2"),
@@ -163,16 +166,7 @@ def _pet_graph() -> tuple[nx.DiGraph, FailureCase, str, str]:
            ("sys.retrieve", Category.RETRIEVAL, ["query:q@1", "unit:1@1", "unit:2@1", "unit:3@1"],
             ["context:q@1"], "tq"),
            ("sys.generate", Category.GENERATION, ["query:q@1", "context:q@1"], ["answer:q@1"], "tq")]
-    for order, (name, category, inputs, outputs, trace) in enumerate(ops, 1):
-        node = f"op:{trace}:{order:016x}"
-        G.add_node(node, type="operation", name=name, category=category, trace_id=trace,
-                   span_id=f"{order:016x}", order=order)
-        G.add_edges_from(((v, node) for v in inputs), role="input")
-        G.add_edges_from(((node, v) for v in outputs), role="output")
-    evaluation = "op:tq:00000000000000ff"
-    G.add_node(evaluation, type="operation", name="sys.evaluate", category=Category.EVALUATION, trace_id="tq",
-               span_id="00000000000000ff", order=len(ops) + 1, passed=False)
-    G.add_edge("answer:q@1", evaluation, role="input")
+    G, evaluation = _pipeline_graph(contents, ops)
     case = FailureCase(evaluation, question=contents["query:q@1"], prediction=contents["answer:q@1"],
                        gold="a dog named Max", signal=EvaluationSignal.CORRECTION, answer="answer:q@1")
     return G, case, "op:t1:0000000000000001", "op:t2:0000000000000002"

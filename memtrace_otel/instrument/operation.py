@@ -469,7 +469,6 @@ class Operation:
             self.span.set_attributes(attributes)
 
 
-
 def _upload(uploader: ContentUploader, described: list[Variable]) -> None:
     # The hash was computed for the descriptor just before: a submit is a set lookup and an append.
     # A variable without content (a tombstone) needs nothing stored: the empty text's hash resolves
