@@ -167,3 +167,37 @@ def test_any_jaeger_answer(answering: str, status: int, body: bytes) -> None:
     assert fetch.received <= {trace_id} and all(s.trace_id == trace_id for s in fetch.spans)
     assert (fetch.received == {trace_id}) == bool(fetch.spans)
     assert fetch.received or fetch.problems  # nothing received is always said
+
+
+# -- smartcomment / MemTraceBench graphs (spans/smartcomment.py) ---------------------------------
+
+_SMARTCOMMENT = json.loads((Path(__file__).parent / "fixtures" / "smartcomment" / "toymem-alice.json")
+                           .read_text(encoding="utf-8"))
+_SMARTCOMMENT_BASELINE = read_span_files(
+    [Path(__file__).parent / "fixtures" / "smartcomment" / "toymem-alice.json"]).spans
+
+
+@settings(max_examples=400, **_SETTINGS)
+@given(data=st.data(), section=st.sampled_from(["nodes", "edges", "operations", "sessions", "annotations"]))
+def test_any_value_in_a_smartcomment_graph(data: st.DataObject, section: str) -> None:
+    """One value anywhere in one record of a graph replaced by anything (or the whole record, or the
+    section): the reader never raises, says each problem in one line naming the file, and still reads
+    spans from the rest of the graph."""
+    document = json.loads(json.dumps(_SMARTCOMMENT))
+    records = document["data"][section]
+    how = data.draw(st.sampled_from(["value", "record", "section"]))
+    if how == "section" or not records:
+        document["data"][section] = data.draw(json_values)
+    else:
+        index = data.draw(st.integers(0, len(records) - 1))
+        if how == "record":
+            records[index] = data.draw(json_values)
+        else:
+            key = data.draw(st.sampled_from(sorted(records[index]) or ["x"]))
+            records[index][key] = data.draw(json_values)
+    result = _read("smartcomment.json", json.dumps(document, allow_nan=False).encode())
+    if section != "sessions" and how != "section":
+        assert result.spans, result.problems  # one bad record does not lose the graph
+    # At most one stand-in evaluation span per annotation whose own evaluation can no longer be found,
+    # and the trace root those stand-ins share.
+    assert len(result.spans) <= len(_SMARTCOMMENT_BASELINE) + len(_SMARTCOMMENT["data"]["annotations"]) + 1
