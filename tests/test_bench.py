@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from memtrace_otel.attribution.base import ErrorType, create_engine
 from memtrace_otel.bench.build import BuildConfig, _Job, build, quick_config
 from memtrace_otel.bench.faults import inject
 from memtrace_otel.bench.score import GraphCache, find_case_evaluation, score_cases, summarize
+from memtrace_otel.bench.spread import MAX_CATEGORY_SHARE, CategoryQuota, round_robin
 from memtrace_otel.bench.systems import SYSTEMS
 from memtrace_otel.bench.systems.base import Fault
 from memtrace_otel.cli import main
@@ -44,6 +46,27 @@ def test_quick_build_covers_every_applicable_cell(quick_bench: Path) -> None:
             assert error_type not in manifest["cases"][system]
     assert manifest["labelled_cases"] == len(_labels(quick_bench))
     assert (quick_bench / "natural_failures.jsonl").read_text().strip()
+
+
+def test_cases_spread_over_question_categories(quick_bench: Path) -> None:
+    """No category crowds the others out: the manifest's spread matches the labels, and no category
+    holds more than 40% of the labelled cases (the quota admits one case over, at most, per job)."""
+    manifest = json.loads((quick_bench / "manifest.json").read_text())
+    labels = _labels(quick_bench)
+    counts = Counter(str(label["category"]) for label in labels)
+    spread = manifest["category_spread"]["all"]
+    assert {c: v["cases"] for c, v in spread.items()} == dict(counts)
+    assert len(counts) >= 3 and max(counts.values()) / len(labels) <= MAX_CATEGORY_SHARE
+
+
+def test_category_quota_keeps_each_category_to_its_share() -> None:
+    quota = CategoryQuota(0.4)
+    stream = [4] * 60 + [2] * 30 + [1] * 30  # most candidates are category 4, and they come first
+    kept = [c for c in stream if quota.allows(c) and quota.add(c) is None]
+    assert Counter(kept)[4] / len(kept) <= 0.4 + 1 / len(kept)
+    assert round_robin([{"category": c} for c in stream], 3, 0) != [{"category": 4}] * 3
+    with pytest.raises(ValueError):
+        CategoryQuota(0.0)
 
 
 def test_each_label_names_the_perturbed_span_of_a_failed_case(quick_bench: Path) -> None:

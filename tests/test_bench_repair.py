@@ -82,12 +82,12 @@ def test_not_single_cause_failures_are_counted_and_kept_apart(quick: Path) -> No
 
 def test_the_earliest_restoring_repair_is_chosen(quick: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    run, questions = _replayable(quick, "long-context", tmp_path)
     found = None
-    for case_id, qa in questions.items():
-        losses = repair_module.candidates(run, qa, case_id)
-        if len(losses) >= 2:
-            found = case_id, qa, losses
+    for system in ("mem0-style", "episodic", "rag", "long-context"):
+        run, questions = _replayable(quick, system, tmp_path / system)
+        found = next(((case_id, qa, losses) for case_id, qa in questions.items()
+                      if len(losses := repair_module.candidates(run, qa, case_id)) >= 2), None)
+        if found is not None:
             break
     assert found is not None, "no question with two candidate operations"
     case_id, qa, losses = found

@@ -21,7 +21,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from memtrace_otel.bench.locomo import (
 )
 from memtrace_otel.bench.repair import CleanRun, repair_question
 from memtrace_otel.bench.spanfiles import write_span_file
+from memtrace_otel.bench.spread import CategoryQuota, round_robin
 from memtrace_otel.bench.systems import SYSTEMS, offline_components
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
 from memtrace_otel.bench.systems.interfaces import Components
@@ -71,8 +71,8 @@ class BuildConfig:
     natural_limits: dict[str, int] = field(default_factory=lambda: dict(NATURAL_LIMITS))
     """Lower caps on natural failures tried per conversation for systems whose repair replays
     re-ingest most of the conversation (seconds per failure, not milliseconds)."""
-    multi_per_conversation: int = 6
-    distractor_per_conversation: int = 8
+    multi_per_conversation: int = 12
+    distractor_per_conversation: int = 16
     llm: bool = False
     """Run the LLM steps (answerer, judge, extractor, update decider) through the OpenAI-compatible
     endpoint configured in the environment (``memtrace_otel.llm_client``) instead of offline."""
@@ -194,13 +194,16 @@ class _Job:
         by_case = {self.case_id(q): q for q in _questions(self.conversation)}
         usable = [o for o in outcomes if o.passed and o.source is not None and o.unit is not None
                   and o.source.dia_id in o.evidence]
-        random.Random(self.seed).shuffle(usable)
+        # Round-robin over question categories, so no category crowds out the others.
+        usable = round_robin(usable, len(usable), self.seed, category=lambda o: o.category)
         labels: list[dict[str, Any]] = []
         attempts: Counter[str] = Counter()
         query_records: list[SpanRecord] = []
         for error_type in self.cls.applicable:
             labels.extend(self._cases(error_type, usable, by_case, attempts, query_records))
-        for found, item, spans in compound_cases(self, list(self.decisive.values()),
+        decisive = round_robin(list(self.decisive.values()), len(self.decisive), self.seed,
+                               category=lambda d: d.qa.category)
+        for found, item, spans in compound_cases(self, decisive,
                                                  multi=self.config.multi_per_conversation,
                                                  distractors=self.config.distractor_per_conversation,
                                                  query_records=query_records):
@@ -226,12 +229,19 @@ class _Job:
         """
         tally: Counter[str] = Counter(failures=len(natural))
         run = self.clean()
-        for row in _spread(natural, self.config.natural_cap(self.cls.name), self.seed):
+        quota, budget = CategoryQuota(), self.config.natural_cap(self.cls.name)
+        for row in round_robin(natural, len(natural), self.seed):
+            if budget <= 0:
+                break
+            if not quota.allows(row["category"]):
+                continue  # its category has its share of this job's labels: not tried
+            budget -= 1
             result = repair_question(run, by_case[row["case_id"]], row["case_id"])
             row["repair"] = {"status": result.status, "attempts": [a.as_dict() for a in result.attempts]}
             tally[result.status] += 1
             earliest = result.earliest
             if earliest is not None:
+                quota.add(row["category"])
                 tally[earliest.error_type] += 1
                 labels.append({**{k: v for k, v in row.items() if k != "score"}, "part": "natural",
                                "error_type": earliest.error_type, "operation": earliest.span,
@@ -242,11 +252,13 @@ class _Job:
 
     def _cases(self, error_type: ErrorType, usable: list[QuestionOutcome], by_case: dict[str, QA],
                attempts: Counter[str], query_records: list[SpanRecord]) -> Iterator[dict[str, Any]]:
-        kept = 0
+        kept, quota = 0, CategoryQuota()
         limit = self.config.per_conversation * self.config.attempts_factor
         for outcome in usable:
             if kept >= self.config.per_conversation or attempts[error_type.value] >= limit:
                 return
+            if not quota.allows(outcome.category):
+                continue  # its category has its share of this cell: not attempted
             attempts[error_type.value] += 1
             qa = by_case[outcome.case_id]
             case_id = self.case_id(qa, error_type)
@@ -257,6 +269,7 @@ class _Job:
             if not result.kept:
                 continue
             kept += 1
+            quota.add(outcome.category)
             self.decisive.setdefault(outcome.case_id, Decisive(outcome, qa)).types.append(error_type)
             if error_type in QUERY_SIDE:
                 query_records.extend(result.records)
@@ -287,27 +300,6 @@ class _Job:
             "evidence": outcome.evidence, "category": outcome.category,
             "spans": [*self.session_files, self.path("clean", "questions.jsonl.gz")],
         }
-
-
-def _spread(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dict[str, Any]]:
-    """At most ``limit`` of ``rows``, shuffled by ``seed``, taken round-robin over question categories.
-
-    >>> rows = [{"category": c, "n": i} for i, c in enumerate([1, 1, 1, 2, 4])]
-    >>> sorted(r["category"] for r in _spread(rows, 3, 0))
-    [1, 2, 4]
-    """
-    by_category: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    shuffled = list(rows)
-    random.Random(seed).shuffle(shuffled)
-    for row in shuffled:
-        by_category[row["category"]].append(row)
-    queues = [by_category[c] for c in sorted(by_category)]
-    picked: list[dict[str, Any]] = []
-    while len(picked) < limit and any(queues):
-        for queue in queues:
-            if queue and len(picked) < limit:
-                picked.append(queue.pop(0))
-    return picked
 
 
 def replayable(config: BuildConfig, system: str, conversation_id: str) -> tuple[CleanRun, dict[str, QA]]:
@@ -403,6 +395,7 @@ def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> 
             part = label.get("part", "injected")
             parts[part][result.system][label["error_type"]] += 1
             spread[part][str(label["category"])] += 1
+            spread["all"][str(label["category"])] += 1
             if part == "injected":
                 cells[result.system][label["error_type"]] += 1
         attempts[result.system].update(result.attempts)

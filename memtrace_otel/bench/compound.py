@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from memtrace_otel.bench.faults import Injection, inject
 from memtrace_otel.bench.locomo import QA, Conversation
+from memtrace_otel.bench.spread import CategoryQuota
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState
 from memtrace_otel.bench.systems.interfaces import Components
 from memtrace_otel.semconv import ErrorType
@@ -140,9 +141,10 @@ def compound_cases(job: _Job, decisive: list[Decisive], *, multi: int, distracto
     files (relative to the benchmark) that hold it. Query-side-only runs append to ``query_records``."""
     rng = random.Random(job.derive("compound"))
     wanted = {"multi": multi, "distractor": distractors}
+    quotas = {part: CategoryQuota() for part in wanted}
     for item in decisive:
         for part in ("multi", "distractor"):
-            if wanted[part] <= 0:
+            if wanted[part] <= 0 or not quotas[part].allows(item.qa.category):
                 continue
             if part == "multi" and len(item.types) < 2:
                 continue
@@ -151,6 +153,7 @@ def compound_cases(job: _Job, decisive: list[Decisive], *, multi: int, distracto
             if found is None:
                 continue
             wanted[part] -= 1
+            quotas[part].add(item.qa.category)
             yield found, item, _spans(job, found, query_records)
         if not any(wanted.values()):
             return

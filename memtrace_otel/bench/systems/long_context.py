@@ -29,7 +29,9 @@ class LongContextSystem(MemorySystem):
         ErrorType.EXTRACTION.value: "messages enter the window verbatim: there is no extraction step",
         ErrorType.DELETION.value: "units leave the window only by trimming, which is the update operation",
     }
-    budget_words = 4000
+    # About a 16k-token model window: it holds three quarters of a LoCoMo conversation, so
+    # early sessions are trimmed away (a natural failure) and the rest is read in context.
+    budget_words = 12_000
 
     def _ingest_session(self, session: Session) -> None:
         for turn in session.turns:

@@ -19,9 +19,7 @@ import numpy as np
 
 from memtrace_otel.bench.locomo import Turn
 from memtrace_otel.bench.systems.interfaces import (
-    AnswerResult,
     Components,
-    ContextItem,
     Decision,
     Extraction,
     MemoryEvent,
@@ -29,8 +27,9 @@ from memtrace_otel.bench.systems.interfaces import (
     SimilarMemory,
     Verdict,
 )
+from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
 from memtrace_otel.embeddings import load_wordllama
-from memtrace_otel.text import CHAT_STOPWORDS, content_tokens, sentences, stem, token_f1, words
+from memtrace_otel.text import content_tokens, sentences, token_f1
 
 __all__ = [
     "ExtractiveAnswerer",
@@ -45,57 +44,8 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-_TEMPORAL = re.compile(r"^\s*(when\b|what (year|month|date|day)\b|which (year|month)\b)", re.I)
-_MAX_ANSWER_WORDS = 6
-_MAX_CANDIDATES = 25
 DEFAULT_F1_THRESHOLD = 0.4
 _NEGATION = re.compile(r"\b(no longer|not anymore|any more|stopped|quit|gave up|broke up|sold)\b", re.I)
-
-
-class ExtractiveAnswerer:
-    """Reads the answer off the context sentence that best matches the question.
-
-    Temporal questions ("when ...") are answered with the date of that
-    sentence; others with its words that the question does not already say
-    (at most six). Ranking is lexical overlap of stemmed content words, with
-    the speaker's name counted as a word of the sentence.
-    """
-
-    def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
-        ranked = self.candidates(question, context)
-        return ranked[0] if ranked else AnswerResult("I don't know.")
-
-    def candidates(self, question: str, context: Sequence[ContextItem]) -> list[AnswerResult]:
-        """Every context sentence as an answer, best first (ties keep context order)."""
-        wanted = set(content_tokens(question))
-        scored: list[tuple[float, int, Sentence, str]] = []
-        position = 0
-        for item in context:
-            for sentence in item.sentences:
-                score = _overlap(wanted, sentence)
-                if score > 0:
-                    scored.append((-score, position, sentence, item.unit))
-                position += 1
-        scored.sort(key=lambda entry: (entry[0], entry[1]))
-        return [AnswerResult(self._phrase(question, wanted, sentence), sentence, unit)
-                for _, _, sentence, unit in scored[:_MAX_CANDIDATES]]
-
-    @staticmethod
-    def _phrase(question: str, wanted: set[str], sentence: Sentence) -> str:
-        if _TEMPORAL.search(question):
-            return sentence.date
-        speaker = stem(sentence.speaker.lower())
-        kept = [w for w in words(sentence.text)
-                if w not in CHAT_STOPWORDS and stem(w) not in wanted and stem(w) != speaker and len(w) > 1]
-        return " ".join(kept[:_MAX_ANSWER_WORDS]) or sentence.text
-
-
-def _overlap(wanted: set[str], sentence: Sentence) -> float:
-    tokens = set(content_tokens(sentence.text))
-    tokens.add(stem(sentence.speaker.lower()))
-    shared = wanted & tokens
-    # Prefer short, dense sentences among equal overlaps.
-    return len(shared) + len(shared) / (len(tokens) + 4)
 
 
 class F1Judge:

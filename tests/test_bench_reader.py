@@ -1,0 +1,128 @@
+"""The offline reader (memtrace_otel.bench.systems.reader): which sentence it reads, what it answers."""
+
+from __future__ import annotations
+
+import time
+
+from memtrace_otel.bench.systems.answer_phrase import Doc, analysed, parse_question, phrase
+from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
+from memtrace_otel.bench.systems.offline import ExtractiveAnswerer as OfflineReader
+from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
+from memtrace_otel.text import token_f1
+
+
+def _turn(dia_id: str, speaker: str, date: str, *texts: str) -> ContextItem:
+    return ContextItem(f"u:{dia_id}", [Sentence(dia_id, speaker, date, t) for t in texts])
+
+
+def _chat() -> list[ContextItem]:
+    return [
+        _turn("D1:1", "Joanna", "7 November 2022", "That makes sense!",
+              "So what's your favorite game?"),
+        _turn("D1:2", "Nate", "7 November 2022", "Yep!",
+              'I\'m currently playing this fantasy RPG called "Xenoblade Chronicles" - it\'s a blast!'),
+        _turn("D1:3", "Joanna", "7 November 2022", "I started surfing five years ago and I love it."),
+        _turn("D2:1", "Caroline", "8 May 2023", "What got you into running?"),
+        _turn("D2:2", "Melanie", "8 May 2023", "Thanks, Caroline!", "I run to de-stress and clear my mind."),
+        _turn("D2:3", "Melanie", "8 May 2023", "Yeah, I play the clarinet in our town band!"),
+        _turn("D3:1", "Melanie", "9 June 2023",
+              "Each day I carve out some me-time, running or playing my violin."),
+        _turn("D3:2", "Caroline", "9 June 2023", "Thanks, Mel!", "And yup, I do- Oscar, my guinea pig."),
+    ]
+
+
+def _passes(prediction: str, gold: str) -> bool:
+    return token_f1(prediction, gold) >= 0.4
+
+
+def test_the_asked_persons_statement_wins_over_the_other_speakers_question() -> None:
+    result = ExtractiveAnswerer().answer("What is Nate's favorite video game?", _chat())
+    assert result.source is not None and result.source.speaker == "Nate"
+    assert result.text == "Xenoblade Chronicles" and result.unit == "u:D1:2"
+
+
+def test_a_number_question_is_answered_with_the_number_and_its_noun() -> None:
+    result = ExtractiveAnswerer().answer("How long has Joanna been surfing?", _chat())
+    assert result.text == "five years"
+
+
+def test_a_reply_answers_the_question_asked_just_before_it_and_chatter_is_skipped() -> None:
+    result = ExtractiveAnswerer().answer("What is Melanie's reason for getting into running?", _chat())
+    assert result.source is not None and result.source.text == "I run to de-stress and clear my mind."
+    assert _passes(result.text, "To de-stress and clear her mind")
+    pet = ExtractiveAnswerer().answer("What pet does Caroline have?", _chat())
+    assert pet.source is not None and "guinea pig" in pet.source.text and _passes(pet.text, "guinea pig")
+
+
+def test_a_list_question_gathers_one_item_from_each_of_several_messages() -> None:
+    result = ExtractiveAnswerer().answer("What instruments does Melanie play?", _chat())
+    assert "clarinet" in result.text and "violin" in result.text
+    assert _passes(result.text, "clarinet and violin")
+
+
+def test_a_question_restricted_to_a_day_reads_what_was_said_that_day() -> None:
+    context = [
+        _turn("D1:1", "Nate", "1 January 2022", "We played chess at the game convention."),
+        _turn("D9:1", "Nate", "9 October 2022", "We played this game Catan at the game convention."),
+        _turn("D9:2", "Nate", "9 October 2022", "I love board games."),
+    ]
+    question = "What game did Nate play at the convention on 9 October, 2022?"
+    result = ExtractiveAnswerer().answer(question, context)
+    assert result.source is not None and result.source.dia_id == "D9:1" and "Catan" in result.text
+
+
+def test_candidates_are_distinct_sentences_best_first_each_with_its_source_and_unit() -> None:
+    reader = ExtractiveAnswerer()
+    question = "What is Nate's favorite video game?"
+    candidates = reader.candidates(question, _chat())
+    first = reader.answer(question, _chat())
+    assert candidates[0].text == first.text and candidates[0].source == first.source
+    sources = [c.source for c in candidates]
+    assert len(candidates) == len(set(sources)) == sum(len(i.sentences) for i in _chat())
+    assert all(c.source is not None and c.unit == f"u:{c.source.dia_id}" for c in candidates)
+
+
+def test_an_empty_context_is_answered_with_i_dont_know() -> None:
+    reader = ExtractiveAnswerer()
+    assert reader.answer("What did Ann buy?", []).text == "I don't know."
+    assert reader.answer("What did Ann buy?", [ContextItem("u", [])]).source is None
+    assert reader.candidates("What did Ann buy?", []) == []
+
+
+def test_a_4000_word_context_is_read_in_a_few_milliseconds() -> None:
+    base = [t for item in _chat() for t in item.sentences]
+    context = [ContextItem(f"u{i}", [Sentence(f"D{i}:{j}", s.speaker, s.date, f"{s.text} topic{i} item{j}")
+                                     for j, s in enumerate(base)]) for i in range(45)]
+    assert sum(len(s.text.split()) for item in context for s in item.sentences) >= 4000
+    reader = ExtractiveAnswerer()
+    reader.answer("What pet does Caroline have?", context)  # warm the per-sentence memo
+    start = time.perf_counter()
+    for _ in range(10):
+        reader.answer("What pet does Caroline have?", context)
+    # A few milliseconds a call; the bound leaves room for a slow, shared CI machine.
+    assert (time.perf_counter() - start) / 10 < 0.05
+
+
+def test_a_message_continuing_the_thread_of_the_question_wins_over_a_stray_shared_word() -> None:
+    # D2:3 says none of the question's words, but continues the talk about the pottery class
+    # (D2:1, D2:2) and says something new about it; D2:1 only names the class, D7:1 shares "think".
+    context = [
+        _turn("D2:1", "Ann", "3 May 2023", "I took a pottery class last week."),
+        _turn("D2:2", "Bob", "3 May 2023", "Oh nice, a pottery class!"),
+        _turn("D2:3", "Ann", "3 May 2023", "It was so relaxing, shaping wet clay calmed me down."),
+        _turn("D7:1", "Ann", "9 June 2023", "I think my aunt visits soon."),
+    ]
+    result = ExtractiveAnswerer().answer("What did Ann think of the pottery class?", context)
+    assert result.source is not None and result.source.dia_id == "D2:3" and "clay" in result.text
+
+
+def test_the_phrasing_module_reads_a_question_and_a_sentence_on_its_own() -> None:
+    query = parse_question("What kind of flooring does Jon want?", {"Jon", "Gina"})
+    assert query.kind == "what" and query.subject == "Jon" and query.head == "floor"
+    doc = Doc(Sentence("D1:1", "Jon", "1 May 2023", "I want Marley flooring for the studio."), "u", 0,
+              analysed("I want Marley flooring for the studio."), False, [])
+    assert "Marley" in phrase(query, doc)
+
+
+def test_the_offline_module_still_offers_the_reader() -> None:
+    assert OfflineReader is ExtractiveAnswerer
