@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from memtrace_otel.bench.systems.answer_phrase import Doc, analysed, parse_question, phrase
 from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
 from memtrace_otel.bench.systems.offline import ExtractiveAnswerer as OfflineReader
@@ -87,20 +85,6 @@ def test_an_empty_context_is_answered_with_i_dont_know() -> None:
     assert reader.answer("What did Ann buy?", []).text == "I don't know."
     assert reader.answer("What did Ann buy?", [ContextItem("u", [])]).source is None
     assert reader.candidates("What did Ann buy?", []) == []
-
-
-def test_a_4000_word_context_is_read_in_a_few_milliseconds() -> None:
-    base = [t for item in _chat() for t in item.sentences]
-    context = [ContextItem(f"u{i}", [Sentence(f"D{i}:{j}", s.speaker, s.date, f"{s.text} topic{i} item{j}")
-                                     for j, s in enumerate(base)]) for i in range(45)]
-    assert sum(len(s.text.split()) for item in context for s in item.sentences) >= 4000
-    reader = ExtractiveAnswerer()
-    reader.answer("What pet does Caroline have?", context)  # warm the per-sentence memo
-    start = time.perf_counter()
-    for _ in range(10):
-        reader.answer("What pet does Caroline have?", context)
-    # A few milliseconds a call; the bound leaves room for a slow, shared CI machine.
-    assert (time.perf_counter() - start) / 10 < 0.05
 
 
 def test_a_message_continuing_the_thread_of_the_question_wins_over_a_stray_shared_word() -> None:
