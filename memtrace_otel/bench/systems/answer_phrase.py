@@ -231,8 +231,7 @@ def _kind(question: str) -> str:
     """
     if temporal.is_temporal(question):
         return "when"
-    duration = getattr(temporal, "is_duration", None)
-    if duration is not None and duration(question):
+    if temporal.is_duration(question):
         return "duration"
     return next((kind for kind, pattern in _KINDS if pattern.search(question)), "what")
 
@@ -254,12 +253,9 @@ def phrase(query: Question, doc: Doc, limit: int | None = None) -> str:
     """The answer ``doc`` gives to ``query``: a few words, a name, a number, a time."""
     if query.kind == "when":
         # A sentence that names no time is dated by the rest of its message, when it can be.
-        within = getattr(temporal, "answer_when_in", None)
-        if within is not None:
-            return within(query.text, doc.sentence, doc.message)
-        return temporal.answer_when(query.text, doc.sentence)
+        return temporal.answer_when_in(query.text, doc.sentence, doc.message)
     if query.kind == "duration":
-        return temporal.answer_duration(query.text, doc.sentence)  # type: ignore[attr-defined]
+        return temporal.answer_duration(query.text, doc.sentence)
     # A yes/no question ("Is Deborah married?") is an inference an extractive reader cannot make:
     # answering "Yes" whenever a sentence matches would pass without reading anything. It gets the
     # sentence's words like any other question (and fails the judge, a natural failure).

@@ -227,16 +227,8 @@ def _within(span: temporal.TimeSpan, sentence: Sentence) -> bool:
     """Whether the sentence was said, or its event happened, in (or a few days around) ``span``."""
     slack = dt.timedelta(days=_SLACK_DAYS)
     start, end = span[0] - slack, span[1] + slack
-    said = _said(sentence.date)
+    said = temporal.parse_day(sentence.date)
     if said is not None and start <= said <= end:
         return True
     event = _event_span(sentence)
     return event is not None and event[0] <= end and start <= event[1]
-
-
-@functools.lru_cache(maxsize=4096)
-def _said(date: str) -> dt.date | None:
-    try:
-        return dt.datetime.strptime(date, "%d %B %Y").date()
-    except ValueError:
-        return None
