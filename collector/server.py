@@ -25,6 +25,7 @@ from memtrace_otel.content.store import open_store
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.model import SpanRecord
+from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
 
@@ -50,11 +51,15 @@ class ServeConfig:
     engine: str = "lineage"
     content_store: str | None = None
     """Directory or fsspec URL the spans' content references point into (``--content-store``)."""
+    store_lookback: float = DEFAULT_LOOKBACK_SECONDS
+    """Seconds before a failure searched for traces using the same memory store; 0 = links only."""
 
     def validate(self) -> None:
         """``ValueError`` naming the first bad setting."""
         if self.settle_seconds < 0:
             raise ValueError("settle time must be >= 0 seconds")
+        if self.store_lookback < 0:
+            raise ValueError("store lookback must be >= 0 seconds (0 follows span links only)")
         if self.memory_limit_mib < _MIN_MEMORY_MIB:
             raise ValueError(f"memory limit must be >= {_MIN_MEMORY_MIB} MiB (the service alone takes ~60)")
         if self.max_request_mib < 1 or self.max_request_mib * 4 > self.memory_limit_mib:
@@ -175,5 +180,6 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | None = None) -
                                max_bytes=config.memory_limit_mib * _MIB // 2)
     service = AttributionService(exporter or otlp_exporter(config.backend_otlp, config.backend_protocol),
                                  backend=_backend(config), assembler=assembler, engine=config.engine,
-                                 content_by_hash=_content_by_hash(config))
+                                 content_by_hash=_content_by_hash(config),
+                                 store_lookback=config.store_lookback)
     return MemtraceServer(config, service)

@@ -5,8 +5,9 @@ Data flow, one box per module::
     OTLP receivers (grpc_receiver, http_receiver)
         -> TraceAssembler (assembler: group by trace, wait until it settles, bounded)
         -> settle thread: traces holding a failed evaluation become jobs (bounded deque)
-        -> attribution worker: the trace + the linked traces it lacks, fetched from the
-           backend's query API (spans/linked) -> graph -> engine -> annotation spans
+        -> attribution worker: the trace + the traces that used the same memory stores
+           (spans/store_scope: a search of the backend) + the linked traces it lacks,
+           fetched from the backend's query API (spans/linked) -> graph -> engine -> annotation spans
         -> OutboxSpanProcessor (outbox: OTLP to the backend, retried until accepted)
 
 Each instance holds only the traces routed to it (the Collector's
@@ -44,6 +45,7 @@ from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.linked import fetch_linked_traces
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.readers import SpanReadResult
+from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS, fetch_store_traces
 from memtrace_otel.suppress import suppress_instrumentation
 from memtrace_otel.version import __version__
 
@@ -67,6 +69,8 @@ class ServiceStats:
     attribution_errors: int = 0
     linked_fetched: int = 0
     linked_missing: int = 0
+    store_fetched: int = 0
+    store_searches_limited: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -104,15 +108,23 @@ class AttributionService:
     content_by_hash:
         Reads the texts spans left in a content store by hash
         (:class:`~memtrace_otel.content.ContentResolver`'s ``get``, ``--content-store``).
+    store_lookback:
+        Seconds before a failure over which the backend is searched for the traces that used
+        the same memory stores (a retrieval that *missed* a memory has no link to its writer);
+        ``0`` follows span links only. Needs a backend that can search
+        (:class:`~memtrace_otel.spans.backend.TraceSearch`).
     """
 
     def __init__(self, exporter: SpanExporter, *, backend: TraceBackend | None = None,
                  assembler: TraceAssembler | None = None, engine: str = "lineage",
                  max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
                  outbox: OutboxSpanProcessor | None = None,
-                 content_by_hash: ContentLookup | None = None) -> None:
-        if max_jobs < 1 or tick_seconds <= 0:
-            raise ValueError("max_jobs must be >= 1 and tick_seconds > 0")
+                 content_by_hash: ContentLookup | None = None,
+                 store_lookback: float = DEFAULT_LOOKBACK_SECONDS) -> None:
+        if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0:
+            raise ValueError("max_jobs must be >= 1, tick_seconds > 0 and store_lookback >= 0")
+        self.store_lookback = store_lookback
+        self._warned_unsearchable = False
         self.assembler = assembler or TraceAssembler()
         self.backend = backend
         self._content_by_hash = content_by_hash
@@ -223,6 +235,10 @@ class AttributionService:
         result.add(trace.spans)
         if self.backend is not None:
             self._fetch_linked(result, self.backend)
+            if self.store_lookback > 0:
+                # After the links: the linked traces name the services that wrote the store too.
+                self._fetch_store_traces(result, self.backend, trace.trace_id)
+                self._fetch_linked(result, self.backend)
         G = build_graph(result.spans, content_by_hash=self._content_by_hash)
         # Contents read from the store were kept out of the backend on purpose: the engine's words,
         # which may quote them, must not go back there (the annotation says names, ids, error type).
@@ -234,6 +250,20 @@ class AttributionService:
             attribution = self.engine.attribute(G, FailureCase.from_graph(G, evaluation))
             self._annotate(self._tracer, G, attribution, quotable)
             self.stats.add(attributions=1)
+
+    def _fetch_store_traces(self, result: SpanReadResult, backend: TraceBackend, trace_id: str) -> None:
+        fetched = fetch_store_traces(result, backend, {trace_id}, lookback_seconds=self.store_lookback)
+        if not fetched.searchable and not self._warned_unsearchable:
+            self._warned_unsearchable = True
+            _logger.warning("%s cannot search traces by attribute: only linked traces are fetched, so a "
+                            "retrieval that missed a memory may be judged a ResponseError", backend.name)
+        self.stats.add(store_fetched=len(fetched.received - {trace_id}),
+                       store_searches_limited=len(fetched.limited))
+        for use in fetched.limited:
+            _logger.warning("store %r of %s: the search returned its limit of traces; older ones were not "
+                            "fetched", use.store_id, use.service)
+        for problem in fetched.problems[:5]:
+            _logger.warning("store trace search: %s", problem)
 
     def _fetch_linked(self, result: SpanReadResult, backend: TraceBackend) -> None:
         fetched = fetch_linked_traces(result, backend)

@@ -15,8 +15,13 @@ MODEL = "stub-llm-1"
 PROVIDER = "openai"
 
 
-def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> MemoryTracer:
-    """Ingest three messages, extract, update one fact, delete one, answer two questions."""
+def run_pipeline(provider: TracerProvider, *, capture_content: bool = True,
+                 store_id: str = "s") -> MemoryTracer:
+    """Ingest three messages, extract, update one fact, delete one, answer two questions.
+
+    Runs that share a service and a backend (serve searches it by store) need a ``store_id``
+    each: the record names are the same in every run, so two runs on one store are one memory.
+    """
     mt = MemoryTracer(provider, capture_content=capture_content)
     app = provider.get_tracer("scenario")
     records: dict[str, dict[str, object]] = {}
@@ -26,7 +31,7 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
             with mt.operation("ingest", Category.INGEST) as op:
                 message = op.write(f"msg:{dia_id}", text, kind=VariableKind.MESSAGE)
             with mt.operation("extract", Category.EXTRACTION, gen_ai_operation="create_memory",
-                              store_id="s") as op:
+                              store_id=store_id) as op:
                 op.read(message)
                 prompt = op.intermediate("prompt", f"Extract facts: {text}", kind=VariableKind.PROMPT)
                 op.record_llm_call(model=MODEL, provider=PROVIDER, input_tokens=40, output_tokens=9)
@@ -36,12 +41,12 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
                 op.step("parse", [prompt], [unit])
                 records[dia_id] = op.lineage_metadata(unit)
     with app.start_as_current_span("maintenance"):
-        with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s",
+        with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id=store_id,
                           record_id="mem:D1:1") as op:
             old = op.read_record(records["D1:1"], content="User moved to Lisbon")
             records["D1:1"] = op.lineage_metadata(op.update(old, "User moved to Porto"))
             op.record_memory(count=1)
-        with mt.operation("delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s",
+        with mt.operation("delete", Category.DELETION, gen_ai_operation="delete_memory", store_id=store_id,
                           record_id="mem:D1:3") as op:
             op.delete(op.read_record(records["D1:3"], content="User sold my bike"))
             op.record_memory(count=1)
@@ -50,7 +55,7 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True) -> M
     for case, question, gold, evidence, key in questions:
         with app.start_as_current_span(f"question {case}"):
             with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory",
-                              store_id="s") as op:
+                              store_id=store_id) as op:
                 query = op.write(f"query:{case}", question, kind=VariableKind.QUERY)
                 unit = op.read_record(records[key], content=None)
                 context = op.write(f"context:{case}", str(unit.content), kind=VariableKind.CONTEXT)

@@ -325,13 +325,27 @@ class _SentBackend:
                 fetch.received.add(trace_id)
         return fetch
 
+    def search_traces(self, attribute: str, value: str, *, service: str, start_unix_nano: int,
+                      end_unix_nano: int, limit: int) -> Any:
+        """As Jaeger's tag search: traces with one span of ``service`` tagged ``attribute=value``
+        that started in the window, the newest ``limit``."""
+        found = [trace_id for trace_id, spans in self._by_trace.items()
+                 if any(s.service_name == service and s.attributes.get(attribute) == value
+                        and start_unix_nano <= s.start_time_unix_nano <= end_unix_nano for s in spans)]
+        found.sort(key=lambda t: -min(s.start_time_unix_nano for s in self._by_trace[t]))
+        fetch = self.fetch_traces(found[:limit])
+        fetch.limited = len(found) >= limit
+        return fetch
 
-def reference_verdicts(sent: Sequence[ReadableSpan], *, view: str = "linked",
+
+def reference_verdicts(sent: Sequence[ReadableSpan], *, view: str = "serve",
                        engine: str = "lineage") -> dict[tuple[str, str], Verdict]:
     """What the engine says about each failed evaluation, keyed by evaluation (trace id, span id).
 
-    ``view="linked"`` judges each failed trace with the traces it links to (transitively), as
-    ``serve`` does by design: it holds one trace and fetches the rest from the backend.
+    ``view="serve"`` judges each failed trace as ``serve`` does by design: it holds one trace and
+    fetches from the backend the traces that used the same memory stores (a search) and the
+    traces those link to (transitively). ``view="linked"`` follows the links only (serve with
+    ``--store-lookback 0``).
     ``view="whole"`` judges with every span sent in one graph, as a batch ``memtrace analyze``
     over all traces would. The spans go through the OTLP protobuf encoding, as they reach serve.
     """
@@ -342,18 +356,22 @@ def reference_verdicts(sent: Sequence[ReadableSpan], *, view: str = "linked",
     from memtrace_otel.graph.query import failed_evaluations
     from memtrace_otel.spans.linked import fetch_linked_traces
     from memtrace_otel.spans.readers import SpanReadResult
+    from memtrace_otel.spans.store_scope import fetch_store_traces
 
     records = records_from_request(encode_spans(list(sent)), "sent", [])
     if view == "whole":
         return _verdicts(build_graph(records), None, engine)
-    if view != "linked":
-        raise ValueError(f"view {view!r} is not 'linked' or 'whole'")
+    if view not in ("serve", "linked"):
+        raise ValueError(f"view {view!r} is not 'serve', 'linked' or 'whole'")
     backend, verdicts = _SentBackend(records), {}
     whole = build_graph(records)
     for trace_id in sorted({whole.nodes[node]["trace_id"] for node in failed_evaluations(whole)}):
         result = SpanReadResult()
         result.add(backend.trace(trace_id))
         fetch_linked_traces(result, backend)
+        if view == "serve":
+            fetch_store_traces(result, backend, {trace_id})
+            fetch_linked_traces(result, backend)
         verdicts.update(_verdicts(build_graph(result.spans), trace_id, engine))
     return verdicts
 

@@ -14,6 +14,7 @@ import http.server
 import json
 import socket
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -33,8 +34,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.exporters import GraphSpanExporter
 from memtrace_otel.graph import build_graph, failed_evaluations, lineage_path, operations_between
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.spans import SpanReadResult, fetch_linked_traces, missing_linked_traces, read_span_files
+from memtrace_otel.spans.backend import TraceSearch
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient, JaegerQueryError
 
 import jaeger_harness
@@ -249,6 +251,27 @@ def test_find_traces_lists_the_service_traces(jaeger: JaegerEndpoints, two_trace
     traces = client.find_traces(two_traces.ingest_service, limit=5, lookback=600)
     assert [t["traceID"].rjust(32, "0") for t in traces] == [two_traces.ingest_trace]
     assert client.find_traces("memtrace-no-such-service", limit=5, lookback=600) == []
+
+
+def test_search_finds_the_traces_that_used_a_store(jaeger: JaegerEndpoints, two_traces: TwoTraces,
+                                                   jaeger_files: dict[str, Path]) -> None:
+    client = JaegerQueryClient(jaeger.query_url)
+    assert isinstance(client, TraceSearch)
+    end = time.time_ns()
+    window = {"start_unix_nano": end - 600 * 10**9, "end_unix_nano": end}
+    ingest = client.search_traces(GenAI.MEMORY_STORE_ID, "s", service=two_traces.ingest_service, limit=5,
+                                  **window)
+    assert ingest.received == {two_traces.ingest_trace} and not ingest.limited and ingest.problems == []
+    assert len(ingest.spans) == two_traces.span_counts[two_traces.ingest_trace]  # whole traces
+    query_service = two_traces.ingest_service.replace("ingest", "query")
+    query = client.search_traces(GenAI.MEMORY_STORE_ID, "s", service=query_service, limit=1, **window)
+    assert query.received == {two_traces.query_trace} and query.limited  # one found, at its limit of one
+    other = client.search_traces(GenAI.MEMORY_STORE_ID, "no-such-store", service=query_service, limit=5,
+                                 **window)
+    assert other.received == set() and other.spans == [] and other.problems == []
+    before = client.search_traces(GenAI.MEMORY_STORE_ID, "s", service=two_traces.ingest_service, limit=5,
+                                  start_unix_nano=end - 1200 * 10**9, end_unix_nano=end - 600 * 10**9)
+    assert before.received == set()  # the window bounds the search
 
 
 def test_unknown_and_malformed_trace_ids_are_one_line_problems(jaeger: JaegerEndpoints,

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace import TracerProvider
@@ -62,10 +63,15 @@ def test_bad_settings_are_one_line_errors() -> None:
     assert result.exit_code == 1 and "70000" in result.output
     result = runner.invoke(main, ["serve", "--backend-otlp", "ftp://x"])
     assert result.exit_code == 1 and "not http(s)://host:port" in result.output
+    result = runner.invoke(main, ["serve", "--store-lookback", "-5"])
+    assert result.exit_code == 2 and "--store-lookback" in result.output and "Traceback" not in result.output
+    with pytest.raises(ValueError, match="store lookback"):
+        ServeConfig(store_lookback=-1).validate()
 
 
 def test_the_server_is_wired_without_binding() -> None:
     server = build_server(ServeConfig(grpc_port=None, http_port=0, settle_seconds=0.5))
     assert server.receivers == []  # nothing bound before start()
     assert server.service.assembler.max_bytes == 512 * (1 << 20) // 2
+    assert server.service.store_lookback == 7 * 24 * 3600  # a week of a store's traces by default
     server.service.stop(1)

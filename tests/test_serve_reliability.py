@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import itertools
 import os
 import re
 import signal
@@ -137,17 +138,18 @@ def test_serve_killed_mid_stream_loses_no_backend_span_and_annotates_after_resta
         env = {"MEMTRACE_BACKEND_OTLP": jaeger.otlp_grpc, "MEMTRACE_SERVE_OTLP": f"http://127.0.0.1:{port}"}
         collector = stack.enter_context(otelcol_harness.run_otelcol(otelcol_bin, otelcol_harness.TEE_CONFIG,
                                                                     tmp_path, env=env))
+        stores = (f"s{n}" for n in itertools.count())  # one memory per run (serve searches by store)
         app = app_pipeline(collector.otlp_http_traces, f"memory-app-{uuid.uuid4().hex[:8]}")
-        run_pipeline(app.provider, capture_content=True)
+        run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         await_annotations(jaeger, app.spans(), [serve, collector])  # serve works before it is killed
-        run_pipeline(app.provider, capture_content=True)
+        run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         assert stop_serve(serve, sig=signal.SIGKILL) == -signal.SIGKILL  # its held traces are gone
         down = len(app.spans())
-        run_pipeline(app.provider, capture_content=True)  # while serve is dead
+        run_pipeline(app.provider, capture_content=True, store_id=next(stores))  # while serve is dead
         # The backend is fed by its own exporter: every application span, whatever serve's state.
         await_stored(jaeger, Counter(hex_ids(span)[0] for span in app.spans()), [collector])
         serve = start_serve(tmp_path, **options)
-        run_pipeline(app.provider, capture_content=True)
+        run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         app.provider.shutdown()
         # Later failures are annotated, with the verdicts of a serve that never stopped; so are
         # those sent while serve was dead (the Collector's queue for serve retried them).

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,8 +42,9 @@ from memtrace_otel.collector.server import ServeConfig, build_server
 from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
 from memtrace_otel.graph import build_graph
+from memtrace_otel.semconv import GenAI
 from memtrace_otel.spans import SpanReadResult, TraceBackend, fetch_linked_traces, read_span_files
-from memtrace_otel.spans.backend import BackendFetch
+from memtrace_otel.spans.backend import BackendFetch, TraceSearch
 from memtrace_otel.spans.tempo_query import TempoAPI, TempoQueryClient, TempoQueryError
 
 from graph_compare import assert_same_graph
@@ -174,6 +176,49 @@ def tempo() -> Iterator[Callable[..., FakeTempo]]:
 
     yield start
     servers.close()
+
+
+# --- the search (a TraceQL query names the traces, then each is fetched) -------------------------
+
+def _searching(server_box: list[FakeTempo], found: list[dict[str, Any]], asked: list[dict[str, list[str]]]
+               ) -> Callable[[Any], None]:
+    def respond(handler: Any) -> None:
+        if handler.path.startswith("/api/search?"):
+            asked.append(urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query))
+            _json(handler, 200, {"traces": found, "metrics": {"inspectedTraces": 12}})
+        else:
+            server_box[0].answer(handler)
+    return respond
+
+
+def test_search_asks_traceql_then_fetches_the_traces_found(tempo: Any, pipeline: Pipeline) -> None:
+    box: list[FakeTempo] = []
+    asked: list[dict[str, list[str]]] = []
+    found = [{"traceID": pipeline.ingest.lstrip("0"), "rootServiceName": "memtrace-tempo-test"},
+             {"traceID": pipeline.maintenance}, {"traceID": "not-hex"}]
+    box.append(tempo(pipeline.stored, respond=_searching(box, found, asked)))
+    client = TempoQueryClient(box[0].url)
+    assert isinstance(client, TraceSearch)
+    fetch = client.search_traces(GenAI.MEMORY_STORE_ID, 'my "s"', service="memtrace-tempo-test",
+                                 start_unix_nano=1_700_000_000_500_000_000,
+                                 end_unix_nano=1_700_000_600_200_000_000, limit=3)
+    assert fetch.received == {pipeline.ingest, pipeline.maintenance} and fetch.limited
+    assert {s.trace_id for s in fetch.spans} == fetch.received
+    (problem,) = fetch.problems
+    assert "not-hex" in str(problem) and "\n" not in str(problem)
+    (query,) = asked
+    assert query["q"] == ['{ resource.service.name = "memtrace-tempo-test" && '
+                          'span.gen_ai.memory.store.id = "my \\"s\\"" }']
+    # Tempo's window is in whole seconds: widened outwards, never narrowed.
+    assert (query["start"], query["end"], query["limit"]) == (["1700000000"], ["1700000601"], ["3"])
+
+
+def test_a_search_tempo_does_not_understand_is_one_problem(tempo: Any, pipeline: Pipeline) -> None:
+    server = tempo(pipeline.stored, respond=lambda handler: _json(handler, 200, {"error": "bad query"}))
+    fetch = TempoQueryClient(server.url).search_traces(GenAI.MEMORY_STORE_ID, "s", service="svc",
+                                                       start_unix_nano=0, end_unix_nano=10**18, limit=5)
+    one_problem(fetch, "/api/search", "not a Tempo search answer")
+    assert not fetch.limited
 
 
 # --- the reader ----------------------------------------------------------------------------------

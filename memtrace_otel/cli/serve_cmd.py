@@ -1,8 +1,9 @@
 """``memtrace serve``: the attribution service a Collector feeds as a second exporter.
 
 Receives OTLP (gRPC and HTTP, protobuf and JSON), waits for each trace to
-settle, attributes the failed ones (fetching the linked traces it lacks from
-Jaeger or Tempo) and writes the verdicts back to the trace backend as spans.
+settle, attributes the failed ones (fetching from Jaeger or Tempo the traces
+that used the same memory stores and the traces they link to) and writes the
+verdicts back to the trace backend as spans.
 Runs until SIGINT/SIGTERM, then drains: what has arrived is attributed and
 exported before it exits. ``collector/README.md`` shows the Collector configs.
 """
@@ -46,11 +47,15 @@ def _port(value: int) -> int | None:
               help="Jaeger query URL to fetch linked traces from (memory written in earlier traces).")
 @click.option("--tempo", "tempo_url", envvar=ENV_TEMPO_URL, metavar="URL",
               help="Grafana Tempo HTTP API URL to fetch linked traces from instead (e.g. http://127.0.0.1:3200).")
+@click.option("--store-lookback", type=click.FloatRange(min=0), default=7 * 24 * 3600.0, show_default=True,
+              envvar="MEMTRACE_STORE_LOOKBACK", metavar="SECONDS",
+              help="How far before a failure the backend is searched for traces that used the same memory "
+                   "store (a retrieval that missed a memory has no link to it); 0 follows span links only.")
 @click.option("--engine", default="lineage", show_default=True, help="Attribution engine.")
 @content_store_option
 def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: float, memory_limit_mib: int,
                   max_request_mib: int, backend_otlp: str | None, backend_protocol: str,
-                  jaeger_url: str | None, tempo_url: str | None, engine: str,
+                  jaeger_url: str | None, tempo_url: str | None, store_lookback: float, engine: str,
                   content_store: str | None) -> None:
     """Attribute failed traces from an OTLP stream and write the verdicts back as spans."""
     try:
@@ -66,7 +71,7 @@ def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: flo
                          settle_seconds=settle_seconds, memory_limit_mib=memory_limit_mib,
                          max_request_mib=max_request_mib, backend_otlp=backend_otlp,
                          backend_protocol=backend_protocol, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                         engine=engine, content_store=content_store)
+                         engine=engine, content_store=content_store, store_lookback=store_lookback)
     try:
         server = build_server(config)
         server.start()

@@ -1,9 +1,10 @@
-"""What the readers need from a trace backend: the spans of some traces, by id.
+"""What the readers need from a trace backend: the spans of some traces, by id or by search.
 
-A backend (Jaeger's query API today; Tempo or an OTLP store tomorrow) is any
-object with a ``name`` and :meth:`TraceBackend.fetch_traces`. The fetch never
-raises for a bad answer: what could not be fetched is a :class:`Problem`, and
-``received`` says which traces really came back.
+A backend (Jaeger's or Tempo's query API) is any object with a ``name`` and
+:meth:`TraceBackend.fetch_traces`. One that can also find traces by a span
+attribute (both can) is a :class:`TraceSearch` too. Neither call raises for a
+bad answer: what could not be fetched is a :class:`Problem`, and ``received``
+says which traces really came back.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from memtrace_otel.spans.model import Problem, SpanRecord
 
-__all__ = ["BackendFetch", "TraceBackend"]
+__all__ = ["BackendFetch", "TraceBackend", "TraceSearch"]
 
 
 @dataclass
@@ -26,6 +27,8 @@ class BackendFetch:
     """Trace ids (32 lowercase hex digits) the backend answered with at least one span."""
     problems: list[Problem] = field(default_factory=list)
     """One per trace not fetched or answer not understood (or one for many traces that failed alike)."""
+    limited: bool = False
+    """A search found as many traces as it was allowed to return: older matches may be left out."""
 
 
 @runtime_checkable
@@ -40,4 +43,21 @@ class TraceBackend(Protocol):
 
     def fetch_traces(self, trace_ids: Sequence[str]) -> BackendFetch:
         """The spans of ``trace_ids``; bounded in time, never raises for a bad answer or id."""
+        ...
+
+
+@runtime_checkable
+class TraceSearch(Protocol):
+    """A backend that can find the traces whose spans carry an attribute value, in a time window.
+
+    Implementations are thread-safe.
+    """
+
+    name: str
+
+    def search_traces(self, attribute: str, value: str, *, service: str, start_unix_nano: int,
+                      end_unix_nano: int, limit: int) -> BackendFetch:
+        """The spans of up to ``limit`` traces of ``service`` (the newest first, where the backend
+        chooses) with a span whose ``attribute`` equals ``value``, started within the window;
+        ``limited`` when ``limit`` was reached. Bounded in time, never raises for a bad answer."""
         ...

@@ -25,8 +25,11 @@ which :mod:`memtrace_otel.spans.otlp_json` reads. JSON is asked for
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -199,6 +202,39 @@ class TempoQueryClient:
         fetch.problems.extend(failure_problems(f"{self.base_url}{(self.api or TempoAPI.V2).value}", failed))
         return fetch
 
+    def search_traces(self, attribute: str, value: str, *, service: str, start_unix_nano: int,
+                      end_unix_nano: int, limit: int) -> BackendFetch:
+        """Traces of ``service`` with a span whose ``attribute`` is ``value`` in the window; a
+        :class:`~memtrace_otel.spans.backend.TraceSearch`.
+
+        A TraceQL search (``GET /api/search?q=...``, ``{"traces": [{"traceID": ...}]}``) names the
+        traces, which are then fetched whole. Never raises: a failed search is one problem.
+        """
+        fetch = BackendFetch()
+        query = (f"{{ resource.service.name = {_traceql_string(service)} && "
+                 f"span.{_traceql_name(attribute)} = {_traceql_string(value)} }}")
+        params = {"q": query, "limit": str(limit), "start": str(start_unix_nano // 1_000_000_000),
+                  "end": str(-(-end_unix_nano // 1_000_000_000))}
+        url = f"{self.base_url}/api/search?{urllib.parse.urlencode(params)}"
+        answer = get_json_all({url: url}, self.bounds, thread_name="memtrace-tempo-search")[url]
+        found = answer.get("traces") if isinstance(answer, dict) else None
+        if isinstance(answer, HTTPFetchError) or not isinstance(found, list):
+            reason = (answer.reason if isinstance(answer, HTTPFetchError)
+                      else "not a Tempo search answer (no traces list)")
+            fetch.problems.append(Problem(url, f"search for {attribute}={value!r} failed: {reason}"))
+            return fetch
+        ids: list[str] = []
+        for trace in found:
+            raw = trace.get("traceID") if isinstance(trace, dict) else None
+            try:
+                ids.append(normalize_trace_id(raw))  # type: ignore[arg-type]
+            except ValueError:
+                fetch.problems.append(Problem(url, f"a found trace has no valid traceID ({raw!r}); skipped"))
+        fetched = self.fetch_traces(ids)
+        fetched.problems[:0] = fetch.problems
+        fetched.limited = len(found) >= limit
+        return fetched
+
     def _ask(self, ids: list[str]) -> dict[str, _Answer]:
         """Each trace id's answer, from the route the server is known to answer.
 
@@ -247,3 +283,19 @@ class TempoQueryClient:
         records = records_from_traces_data(answer.data, answer.url, problems)
         return keep_trace_spans(trace_id, answer.url, records, problems, fetch)
 
+
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _traceql_string(text: str) -> str:
+    """A TraceQL string literal: double quotes, with quotes and backslashes escaped.
+
+    >>> print(_traceql_string('a"b'))
+    "a\\"b"
+    """
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _traceql_name(attribute: str) -> str:
+    """An attribute name as TraceQL takes it after ``span.``: bare when it can be, else quoted."""
+    return attribute if _BARE_NAME.fullmatch(attribute) else _traceql_string(attribute)
