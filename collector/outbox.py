@@ -153,10 +153,14 @@ class OutboxSpanProcessor(SpanProcessor):
         return True
 
     def shutdown(self, timeout_millis: int = 30_000) -> bool:  # type: ignore[override]
-        """Export what is held (within the timeout), then stop; a second call warns and does nothing."""
+        """Export what is held (within the timeout), then stop; a second call does nothing.
+
+        The second call is expected, not a mistake: the service shuts its provider down when it
+        stops, and the SDK's exit hook shuts the same provider down again (hence debug, not warning).
+        """
         with self._lock:
             if self._shut_down:
-                _logger.warning("OutboxSpanProcessor.shutdown called twice")
+                _logger.debug("OutboxSpanProcessor.shutdown called again; ignored")
                 return True
         flushed = self.force_flush(timeout_millis)
         with self._lock:
