@@ -387,3 +387,56 @@ def test_jaeger_keeps_kind_scope_status_and_resource(two_traces: TwoTraces,
         assert [(e.name, e.attributes) for e in span.events] == [(e.name, e.attributes) for e in want.events]
         assert [(k.trace_id, k.span_id) for k in span.links] == [(k.trace_id, k.span_id) for k in want.links]
     assert {s.kind for s in read} >= {"INTERNAL", "CLIENT"}, "not vacuous: two kinds in the scenario"
+
+
+def test_cli_store_search_finds_the_memory_a_retrieval_missed(jaeger: JaegerEndpoints,
+                                                             tmp_path: Path) -> None:
+    # The example agent's q5 answer is in session 2, which its search did not return: nothing
+    # links the question's trace there, so only a search of Jaeger by memory store finds it.
+    import sys
+
+    from click.testing import CliRunner
+
+    from memtrace_otel.cli import main
+    from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
+
+    examples = str(Path(__file__).resolve().parent.parent / "examples")
+    sys.path.insert(0, examples)
+    try:
+        from jaeger_writeback import ingest
+        from offline_memory_agent import QUESTIONS, TinyMemory
+    finally:
+        sys.path.remove(examples)
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    sent = InMemorySpanExporter()
+    service = f"memtrace-agent-{uuid.uuid4().hex[:8]}"
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(sent))
+    provider.add_span_processor(BatchSpanProcessor(_http_exporter(jaeger), schedule_delay_millis=100))
+    agent = TinyMemory(MemoryTracer(provider, capture_content=False), provider.get_tracer("agent"))
+    ingest(agent)
+    for case_id, question, gold, evidence in QUESTIONS:
+        agent.answer(case_id, question, gold, evidence)
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    spans = sent.get_finished_spans()
+    (q5,) = {s.context.trace_id for s in spans if (s.attributes or {}).get(MemTrace.EVALUATION_CASE) == "q5"}
+    counts = Counter(f"{s.context.trace_id:032x}" for s in spans)
+    for trace_id in counts:
+        wait_for_trace(jaeger, trace_id, counts[trace_id])
+    question = tmp_path / "q5.jsonl"
+    exporter = OTLPJsonLinesSpanExporter(question)
+    exporter.export([s for s in spans if s.context.trace_id == q5])
+    exporter.shutdown()
+
+    runner = CliRunner()
+    linked = runner.invoke(main, ["analyze", "--json", "--jaeger", jaeger.query_url, str(question)])
+    searched = runner.invoke(main, ["analyze", "--json", "--jaeger", jaeger.query_url,
+                                    "--store-lookback", "600", str(question)])
+    (by_links,) = json.loads(linked.stdout)["failures"]
+    assert by_links["error_type"] == "ResponseError"
+    # One failure: those of the traces the search brought in are not what was asked about.
+    (by_search,) = json.loads(searched.stdout)["failures"]
+    assert (by_search["error_type"], by_search["operation_name"]) == ("RetrievalError", "agent.search")
+    assert "searched 1 memory store(s)" in searched.stderr and "Traceback" not in searched.output

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
@@ -84,8 +84,9 @@ def attribute_failures(
     engine_options: dict[str, Any] | None = None,
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
+    traces: Collection[str] | None = None,
 ) -> list[Attribution]:
-    """One attribution per failed evaluation of ``G``, in execution order.
+    """One attribution per failed evaluation of ``G`` (of ``traces`` only, when given), in execution order.
 
     Each verdict names the traces its lineage links to but ``G`` lacks
     (``Attribution.missing_traces``); :func:`missing_traces` gathers them for one
@@ -102,12 +103,17 @@ def attribute_failures(
     warn:
         Receives the one warning about missing content (default: the log);
         it is given once per call, never per case.
+    traces:
+        Only the failures of these traces are attributed; the graph's other traces are context
+        (traces fetched from a backend to complete the ones asked about).
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
     options = engine_options or {}
     engine_object = create_engine(engine, **options)  # fail early on an unknown name
     evaluations = failed_evaluations(G)
+    if traces is not None:
+        evaluations = [e for e in evaluations if G.nodes[e].get("trace_id") in traces]
     if evaluations and not content_available(G):
         (warn or _logger.warning)(NO_CONTENT_WARNING)
     if jobs == 1 or len(evaluations) <= _CHUNK:

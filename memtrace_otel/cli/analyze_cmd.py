@@ -31,6 +31,7 @@ from memtrace_otel.cli.common import (
     say,
     stderr,
     stdout,
+    store_lookback_option,
     strict_option,
     tempo_option,
 )
@@ -150,12 +151,13 @@ def _summary_tables(summary: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def _run(graph: Any, engine: str, jobs: int, cases: int) -> list[Attribution]:
+def _run(graph: Any, engine: str, jobs: int, traces: set[str] | None) -> list[Attribution]:
     def warned(message: str) -> None:
         say(f"warning: {safe_markup(message)}")
 
+    cases = sum(traces is None or graph.nodes[e].get("trace_id") in traces for e in failed_evaluations(graph))
     if cases < _PROGRESS_FROM:
-        return attribute_failures(graph, engine, jobs=jobs, warn=warned)
+        return attribute_failures(graph, engine, jobs=jobs, warn=warned, traces=traces)
     columns = (TextColumn("attributing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:
         task = bar.add_task("attributing", total=cases)
@@ -165,6 +167,7 @@ def _run(graph: Any, engine: str, jobs: int, cases: int) -> list[Attribution]:
             jobs=jobs,
             warn=warned,
             progress=lambda done, _total: bar.update(task, completed=done),
+            traces=traces,
         )
 
 
@@ -203,11 +206,12 @@ def _report_missing(missing: set[str], failures: int, backend_url: str | None, *
 @strict_option
 @jaeger_option
 @tempo_option
+@store_lookback_option
 @content_store_option
 @click.pass_context
 def analyze_command(
     ctx: click.Context, files: tuple[str, ...], engine: str, jobs: int, as_json: bool, strict: bool,
-    jaeger_url: str | None, tempo_url: str | None, content_store: str | None,
+    jaeger_url: str | None, tempo_url: str | None, store_lookback: float, content_store: str | None,
 ) -> None:
     """Find the root-cause operation of every failed answer in span FILEs.
 
@@ -217,10 +221,12 @@ def analyze_command(
     or when the --content-store cannot be read or lacks referenced contents.
     """
     _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                                    content_store=content_store)
+                                    content_store=content_store, store_lookback=store_lookback)
     code = report_problems(problems, strict=strict)
+    # The failures of the traces a store search brought in are not what was asked about.
+    traces = graph.graph["input_traces"] if store_lookback > 0 else None
     try:
-        attributions = _run(graph, engine, jobs, len(failed_evaluations(graph)))
+        attributions = _run(graph, engine, jobs, traces)
     except ValueError as error:  # e.g. an engine's options are wrong for this environment
         raise click.ClickException(safe_text(error)) from error
     missing, affected = _missing_traces(attributions)

@@ -31,6 +31,7 @@ from memtrace_otel.spans.jaeger_query import JaegerQueryClient
 from memtrace_otel.spans.linked import fetch_linked_traces
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import STDIN, SpanReadResult, read_span_files
+from memtrace_otel.spans.store_scope import fetch_store_traces
 from memtrace_otel.spans.tempo_query import TempoQueryClient
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "say",
     "stderr",
     "stdout",
+    "store_lookback_option",
     "strict_option",
     "tempo_option",
 ]
@@ -75,6 +77,12 @@ tempo_option = click.option(
     help="Grafana Tempo HTTP API URL (e.g. http://127.0.0.1:3200): like --jaeger, from Tempo; "
          f"give one of the two [env {ENV_TEMPO_URL}].")
 
+
+store_lookback_option = click.option(
+    "--store-lookback", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+    help="With --jaeger/--tempo: also search the backend for the traces that used the input's memory "
+         "stores in the SECONDS before (a retrieval that missed a memory has no link to the trace "
+         "that wrote it). Only the input's failures are analysed. Default 0: follow links only.")
 
 content_store_option = click.option(
     "--content-store", "content_store", envvar=ENV_CONTENT_STORE, metavar="PATH_OR_URL",
@@ -135,15 +143,18 @@ def report_problems(problems: Sequence[Problem], *, strict: bool) -> int:
 
 def load_graph(
     files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None,
-    content_store: str | None = None,
+    content_store: str | None = None, store_lookback: float = 0.0,
 ) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
     """Read ``files`` (``-`` is standard input) and build one graph; all problems together.
 
     With ``jaeger_url`` (or ``tempo_url``), traces the graph links to but the files
     lack are fetched from Jaeger (or Tempo), and the traces those link to, a few
     rounds deep: the trace backend, not memtrace, is where writes and later reads
-    meet again. With ``content_store``, contents the spans reference are read from it;
-    a store that cannot be read, or lacks texts, is one problem each.
+    meet again. With ``store_lookback`` > 0 too, the backend is first searched for the traces
+    that used the input's memory stores in that many seconds before (spans/store_scope). The
+    graph's ``input_traces`` names the traces the files held. With ``content_store``, contents
+    the spans reference are read from it; a store that cannot be read, or lacks texts, is one
+    problem each.
 
     Raises
     ------
@@ -160,11 +171,15 @@ def load_graph(
     resolver = content_resolver(content_store)
     by_hash = resolver.get if resolver is not None else None
     result = _read(files)
-    graph = build_graph(result.spans, content_by_hash=by_hash)
+    input_traces = {span.trace_id for span in result.spans}
     fetch_problems: list[Problem] = []
+    if backend is not None and url and store_lookback > 0:
+        fetch_problems = _search_stores(result, backend, url, input_traces, store_lookback)
+    graph = build_graph(result.spans, content_by_hash=by_hash)
     if backend is not None and url and graph.graph["missing_traces"]:
-        fetch_problems = _fetch_linked(result, backend, url)
+        fetch_problems += _fetch_linked(result, backend, url)
         graph = build_graph(result.spans, content_by_hash=by_hash)
+    graph.graph["input_traces"] = input_traces
     return result, graph, [*result.problems, *fetch_problems, *graph.graph["problems"],
                            *_store_problems(resolver)]
 
@@ -216,6 +231,23 @@ def _backend(jaeger_url: str | None, tempo_url: str | None) -> TraceBackend | No
     except ValueError as error:
         option = "--jaeger" if jaeger_url else "--tempo"
         raise click.BadParameter(safe_text(error), param_hint=option) from None
+
+
+def _search_stores(result: SpanReadResult, backend: TraceBackend, url: str, input_traces: set[str],
+                   lookback: float) -> list[Problem]:
+    """Add the traces that used the input's memory stores; one line says how many came back."""
+    # Linked traces first: they name the services that wrote the stores, searched under each.
+    problems = _fetch_linked(result, backend, url)
+    fetched = fetch_store_traces(result, backend, input_traces, lookback_seconds=lookback)
+    if not fetched.searchable:
+        say(f"{safe_markup(backend.name)} cannot search traces by attribute: --store-lookback ignored")
+    elif fetched.searched:
+        stores = len({use.store_id for use in fetched.searched})
+        found = len(fetched.received - input_traces)
+        say(f"searched {stores} memory store(s) at {safe_markup(url)}: {found} more trace(s) used them"
+            + (f"; {len(fetched.limited)} search(es) hit the limit, older traces not fetched"
+               if fetched.limited else ""))
+    return [*problems, *fetched.problems]
 
 
 def _fetch_linked(result: SpanReadResult, backend: TraceBackend, url: str) -> list[Problem]:
