@@ -110,3 +110,38 @@ def test_the_phrasing_module_reads_a_question_and_a_sentence_on_its_own() -> Non
 
 def test_the_offline_module_still_offers_the_reader() -> None:
     assert OfflineReader is ExtractiveAnswerer
+
+
+def test_how_many_reads_an_ordinal_as_the_count_and_drops_the_noun_asked_about() -> None:
+    reader = ExtractiveAnswerer()
+    ordinal = [_turn("D1:1", "Nate", "10 July 2022", "I won my fourth chess tournament on Friday!")]
+    assert reader.answer("How many chess tournaments has Nate won?", ordinal).text == "four"
+    kids = [_turn("D1:1", "Ann", "8 May 2023", "I have three kids and a very busy house.")]
+    assert reader.answer("How many kids does Ann have?", kids).text == "three"
+
+
+def test_why_reads_the_clause_a_word_of_cause_opens() -> None:
+    context = [_turn("D1:1", "Jon", "8 May 2023",
+                     "I opened a bakery downtown because I love baking bread for neighbours.")]
+    answer = ExtractiveAnswerer().answer("Why did Jon open a bakery?", context).text
+    assert "downtown" not in answer  # said before "because": what was done, not why
+    assert "love" in answer and "bread" in answer
+
+
+def test_who_reports_the_speakers_relative_in_the_third_person() -> None:
+    context = [_turn("D1:1", "Maria", "8 May 2023", "My aunt inspired me to start volunteering.")]
+    answer = ExtractiveAnswerer().answer("Who inspired Maria to start volunteering?", context).text
+    assert answer == "Maria's aunt"
+
+
+def test_what_titled_thing_prefers_the_sentence_that_names_one() -> None:
+    # Both say "play" and nothing else of the question: the one naming a title is the answer.
+    context = [_turn("D1:1", "Nate", "7 November 2022", "I play outside with my little brother every night."),
+               _turn("D1:2", "Nate", "7 November 2022", 'I play "Hollow Knight" every night.')]
+    assert ExtractiveAnswerer().answer("What game does Nate play?", context).text == "Hollow Knight"
+
+
+def test_where_without_a_named_place_reads_what_a_preposition_of_place_opens() -> None:
+    context = [_turn("D1:1", "Maria", "8 May 2023", "I made friends at the homeless shelter downtown.")]
+    answer = ExtractiveAnswerer().answer("Where has Maria made friends?", context).text
+    assert answer == "homeless shelter downtown"

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memtrace_otel.bench.compound import Decisive, compound_cases
-from memtrace_otel.bench.faults import QUERY_SIDE, inject
+from memtrace_otel.bench.faults import QUERY_SIDE, Injection, inject
 from memtrace_otel.bench.locomo import (
     QA,
     Conversation,
@@ -38,7 +38,7 @@ from memtrace_otel.bench.locomo import (
 )
 from memtrace_otel.bench.repair import CleanRun, repair_question
 from memtrace_otel.bench.spanfiles import write_span_file
-from memtrace_otel.bench.spread import CategoryQuota, round_robin
+from memtrace_otel.bench.spread import CategoryQuota, balance, round_robin
 from memtrace_otel.bench.systems import SYSTEMS, offline_components
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState, TracedRun
 from memtrace_otel.bench.systems.interfaces import Components
@@ -100,6 +100,7 @@ class JobResult:
     attempts: dict[str, int]
     seconds: float
     natural: dict[str, int] = field(default_factory=dict)
+    probes: dict[str, int] = field(default_factory=dict)
 
 
 def components(config: BuildConfig) -> Components:
@@ -147,6 +148,9 @@ class _Job:
         self.final = StoreState()
         self.losses: list[Loss] = []
         self.decisive: dict[str, Decisive] = {}
+        self.singles: dict[tuple[str, ErrorType], bool] = {}
+        """Whether the single fault of a type broke a clean answer (by its case id), for every run so far."""
+        self.probes: Counter[str] = Counter()
         self.query_spans: dict[str, list[dict[str, str]]] = {}
 
     def derive(self, *parts: object) -> int:
@@ -203,7 +207,10 @@ class _Job:
             labels.extend(self._cases(error_type, usable, by_case, attempts, query_records))
         decisive = round_robin(list(self.decisive.values()), len(self.decisive), self.seed,
                                category=lambda d: d.qa.category)
-        for found, item, spans in compound_cases(self, decisive,
+        # Then the clean answers no cell kept: probed for decisive types only while a part wants cases.
+        candidates = decisive + [Decisive(o, by_case[o.case_id]) for o in usable
+                                 if o.case_id not in self.decisive]
+        for found, item, spans in compound_cases(self, candidates,
                                                  multi=self.config.multi_per_conversation,
                                                  distractors=self.config.distractor_per_conversation,
                                                  query_records=query_records):
@@ -218,7 +225,33 @@ class _Job:
         clean = [{"case_id": o.case_id, "category": o.category, "passed": o.passed, "score": o.score}
                  for o in outcomes]
         return JobResult(self.cls.name, self.conversation.sample_id, labels, natural, clean,
-                         dict(attempts), time.perf_counter() - started, dict(tally))
+                         dict(attempts), time.perf_counter() - started, dict(tally), dict(self.probes))
+
+    def _single(self, outcome: QuestionOutcome, qa: QA, error_type: ErrorType, *,
+                keep: bool = True) -> Injection:
+        """The single fault of ``error_type`` at ``outcome``'s critical sentence, as its cell aims it."""
+        case_id = self.case_id(qa, error_type)
+        seed = derive_seed(self.seed, case_id)
+        fault = Fault(error_type, outcome.unit or "", outcome.source, case_id,  # type: ignore[arg-type]
+                      variant=seed % 2)
+        result = inject(self.cls, self.conversation, self.components, self.snapshots, self.final,
+                        qa, fault, seed=seed, service=self.service, keep=keep)
+        self.singles[(outcome.case_id, error_type)] = result.kept
+        return result
+
+    def decisive_types(self, item: Decisive) -> list[ErrorType]:
+        """Every applicable type whose single fault breaks ``item``'s answer (``item.types``, completed).
+
+        A type no cell tried on it is probed: the run a cell would make, its spans not exported
+        (a probe is no case; it only says whether the fault alone breaks the answer)."""
+        for error_type in self.cls.applicable:
+            if (item.outcome.case_id, error_type) not in self.singles:
+                self.probes[error_type.value] += 1
+                self._single(item.outcome, item.qa, error_type, keep=False)
+        item.types = [t for t in self.cls.applicable if self.singles[(item.outcome.case_id, t)]]
+        if item.types:
+            self.decisive.setdefault(item.outcome.case_id, item)
+        return item.types
 
     def _label_natural(self, natural: list[dict[str, Any]], by_case: dict[str, QA],
                        labels: list[dict[str, Any]]) -> Counter[str]:
@@ -252,7 +285,8 @@ class _Job:
 
     def _cases(self, error_type: ErrorType, usable: list[QuestionOutcome], by_case: dict[str, QA],
                attempts: Counter[str], query_records: list[SpanRecord]) -> Iterator[dict[str, Any]]:
-        kept, quota = 0, CategoryQuota()
+        # Planned for the cell's size: the running share alone lets each cell's first cases through.
+        kept, quota = 0, CategoryQuota(planned=self.config.per_conversation)
         limit = self.config.per_conversation * self.config.attempts_factor
         for outcome in usable:
             if kept >= self.config.per_conversation or attempts[error_type.value] >= limit:
@@ -261,11 +295,7 @@ class _Job:
                 continue  # its category has its share of this cell: not attempted
             attempts[error_type.value] += 1
             qa = by_case[outcome.case_id]
-            case_id = self.case_id(qa, error_type)
-            fault = Fault(error_type, outcome.unit or "", outcome.source, case_id,  # type: ignore[arg-type]
-                          variant=derive_seed(self.seed, case_id) % 2)
-            result = inject(self.cls, self.conversation, self.components, self.snapshots, self.final,
-                            qa, fault, seed=derive_seed(self.seed, case_id), service=self.service)
+            result = self._single(outcome, qa, error_type)
             if not result.kept:
                 continue
             kept += 1
@@ -354,13 +384,37 @@ def build(config: BuildConfig,
                 progress(results[-1], len(results), len(jobs))
     order = {(s, c): i for i, (_, s, c) in enumerate(_jobs(config))}
     results.sort(key=lambda r: order[(r.system, r.conversation)])
+    dropped = _balance(config, results)
     _write_jsonl(os.path.join(config.out, "labels.jsonl"), (x for r in results for x in r.labels))
     _write_jsonl(os.path.join(config.out, "natural_failures.jsonl"),
                  (x for r in results for x in r.natural_failures))
     manifest = _manifest(config, results, time.perf_counter() - started)
+    manifest["spread_dropped"] = dropped
     with open(os.path.join(config.out, "manifest.json"), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=2, sort_keys=True)
     return manifest
+
+
+def _balance(config: BuildConfig, results: list[JobResult]) -> dict[str, int]:
+    """Drop the fewest labels that bring every built part to no category above its share
+    (:func:`~memtrace_otel.bench.spread.balance`), and the case span files only they used.
+
+    Natural labels stay: each is a repaired natural failure, counted in the repair summary. The
+    jobs' quotas keep what is dropped here small; this makes the share hold over the whole build."""
+    dropped: dict[str, int] = {}
+    for part in ("injected", "multi", "distractor"):
+        rows = [(r, label) for r in results for label in r.labels if label.get("part") == part]
+        _, gone = balance(rows, derive_seed(config.seed, "balance", part),
+                          category=lambda x: x[1]["category"])
+        if not gone:
+            continue
+        dropped[part] = len(gone)
+        for result, label in gone:
+            result.labels.remove(label)
+        used = {path for r in results for label in r.labels for path in label["spans"]}
+        for path in {p for _, label in gone for p in label["spans"] if "/cases/" in p} - used:
+            os.remove(os.path.join(config.out, path))
+    return dropped
 
 
 def _write_jsonl(path: str, rows: Iterator[dict[str, Any]]) -> None:
@@ -385,6 +439,7 @@ def _shares(counts: Counter[str]) -> dict[str, Any]:
 def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> dict[str, Any]:
     cells: dict[str, Counter[str]] = defaultdict(Counter)
     attempts: dict[str, Counter[str]] = defaultdict(Counter)
+    probes: dict[str, Counter[str]] = defaultdict(Counter)
     clean: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     parts: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     spread: dict[str, Counter[str]] = defaultdict(Counter)
@@ -399,6 +454,7 @@ def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> 
             if part == "injected":
                 cells[result.system][label["error_type"]] += 1
         attempts[result.system].update(result.attempts)
+        probes[result.system].update(result.probes)
         for row in result.clean:
             tally = clean[result.system][str(row["category"])]
             tally[0] += int(row["passed"])
@@ -416,6 +472,7 @@ def _manifest(config: BuildConfig, results: list[JobResult], seconds: float) -> 
         "category_spread": {p: _shares(c) for p, c in sorted(spread.items())},
         "cases": {s: dict(c) for s, c in cells.items()},
         "attempts": {s: dict(c) for s, c in attempts.items()},
+        "probes": {s: dict(c) for s, c in probes.items()},
         "applicable": {s: [t.value for t in SYSTEMS[s].applicable] for s in config.systems},
         "not_applicable": {s: SYSTEMS[s].not_applicable for s in config.systems},
         "clean_accuracy": {s: {cat: {"passed": p, "total": t, "accuracy": round(p / t, 4) if t else None}

@@ -10,8 +10,12 @@
   both fire, the answer fails, and the decoy alone leaves it right. The gold is
   the decisive fault, whether or not the decoy ran first.
 
-Both kinds are built from what the single-fault pass found (which error types
-broke which question), so they cost only their own runs.
+Both kinds are built from single-fault runs (which error types broke which
+question): those of the injected cells, and, for clean answers the cells did not
+try, unexported probe runs aimed exactly as a cell aims them (``job.decisive_types``),
+made only while a part still wants cases. Combinations whose first fault is
+ingestion-side are tried first: a query-side fault that runs first takes the
+critical unit away, so a later fault rarely finds anything of it left to act on.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from memtrace_otel.bench.faults import Injection, inject
+from memtrace_otel.bench.faults import INGESTION_SIDE, QUERY_SIDE, Injection, inject
 from memtrace_otel.bench.locomo import QA, Conversation
 from memtrace_otel.bench.spread import CategoryQuota
 from memtrace_otel.bench.systems.base import Fault, MemorySystem, QuestionOutcome, StoreState
@@ -32,8 +36,11 @@ from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["Compound", "Decisive", "compound_cases", "fault_for"]
 
-_MAX_COMBINATIONS = 4
-_MAX_DECOYS = 3
+_MAX_COMBINATIONS = 6
+_MAX_DECOYS = 4
+_RUNS_PER_CASE = 4
+"""Fault runs a part may spend per case it wants (a system whose faults cannot chain, e.g. one
+where every fault removes the whole message, stops trying there)."""
 
 
 class _Job(Protocol):
@@ -50,6 +57,7 @@ class _Job(Protocol):
     def path(self, *parts: str) -> str: ...
     def write(self, relative: str, records: list[SpanRecord]) -> None: ...
     def case_id(self, qa: QA, error_type: ErrorType | None = None) -> str: ...
+    def decisive_types(self, item: Decisive) -> list[ErrorType]: ...
 
 
 @dataclass(slots=True)
@@ -92,11 +100,19 @@ def _roles(fired: list[tuple[Fault, dict[str, str]]], gold: Fault,
     return roles
 
 
-def _multi(job: _Job, item: Decisive, rng: random.Random) -> Compound | None:
-    types = [t for t in item.types if t is not ErrorType.DELETION or ErrorType.UPDATE not in item.types]
+def _combinations(types: list[ErrorType], rng: random.Random) -> list[tuple[ErrorType, ...]]:
+    """Pairs and triples of ``types``, led by ingestion-side ones and triples (shuffled within)."""
+    types = [t for t in types if t is not ErrorType.DELETION or ErrorType.UPDATE not in types]
     combos = [c for size in (3, 2) for c in itertools.combinations(types, size)]
     rng.shuffle(combos)
-    for combo in combos[:_MAX_COMBINATIONS]:
+    return sorted(combos, key=lambda c: (c[0] not in INGESTION_SIDE, -len(c)))
+
+
+def _multi(job: _Job, item: Decisive, rng: random.Random, runs: list[int]) -> Compound | None:
+    for combo in _combinations(item.types, rng)[:_MAX_COMBINATIONS]:
+        if runs[0] <= 0:
+            return None
+        runs[0] -= 1
         case_id = f"{job.case_id(item.qa)}/multi-" + "+".join(t.value for t in combo)
         faults = [fault_for(t, item.outcome, case_id, job.derive(case_id)) for t in combo]
         faults[1:] = [replace(f, message_scope=True) for f in faults[1:]]
@@ -108,17 +124,26 @@ def _multi(job: _Job, item: Decisive, rng: random.Random) -> Compound | None:
     return None
 
 
-def _distractor(job: _Job, item: Decisive, others: list[Decisive], rng: random.Random) -> Compound | None:
+def _distractor(job: _Job, item: Decisive, others: list[Decisive], rng: random.Random,
+                runs: list[int]) -> Compound | None:
     cited = set(item.qa.evidence)
     decoys = [o for o in others if o.outcome.source is not None and o.outcome.source.dia_id not in cited
               and o.outcome.unit != item.outcome.unit and o.types]
     rng.shuffle(decoys)
+    # A query-side decoy acts only on what this question's retrieval returns: those first.
+    context = set(item.outcome.context_units)
+    decoys.sort(key=lambda o: o.outcome.unit not in context)
     gold_type = rng.choice(item.types)
     for other in decoys[:_MAX_DECOYS]:
         decoy_types = [t for t in other.types if t is not gold_type
                        and {t, gold_type} != {ErrorType.UPDATE, ErrorType.DELETION}]
         if not decoy_types:
             continue
+        if runs[0] <= 0:
+            return None
+        runs[0] -= 1
+        if other.outcome.unit not in context:
+            decoy_types = [t for t in decoy_types if t not in QUERY_SIDE] or decoy_types
         decoy_type = rng.choice(decoy_types)
         case_id = f"{job.case_id(item.qa)}/{gold_type.value}+decoy-{decoy_type.value}"
         seed = job.derive(case_id)
@@ -135,27 +160,33 @@ def _distractor(job: _Job, item: Decisive, others: list[Decisive], rng: random.R
     return None
 
 
-def compound_cases(job: _Job, decisive: list[Decisive], *, multi: int, distractors: int,
+def compound_cases(job: _Job, candidates: list[Decisive], *, multi: int, distractors: int,
                    query_records: list[SpanRecord]) -> Iterator[tuple[Compound, Decisive, list[str]]]:
     """Up to ``multi`` multi-fault and ``distractors`` distractor cases of ``job``; each with the span
-    files (relative to the benchmark) that hold it. Query-side-only runs append to ``query_records``."""
+    files (relative to the benchmark) that hold it. Query-side-only runs append to ``query_records``.
+
+    ``candidates`` are clean answers in the order to try them (those already known decisive first);
+    ``job.decisive_types`` completes an item's types (probing what no cell tried) when a part needs it.
+    Each part has a category quota planned for its wanted count."""
     rng = random.Random(job.derive("compound"))
     wanted = {"multi": multi, "distractor": distractors}
-    quotas = {part: CategoryQuota() for part in wanted}
-    for item in decisive:
+    quotas = {part: CategoryQuota(planned=n) for part, n in wanted.items()}
+    runs = {part: [n * _RUNS_PER_CASE] for part, n in wanted.items()}
+    for item in candidates:
         for part in ("multi", "distractor"):
-            if wanted[part] <= 0 or not quotas[part].allows(item.qa.category):
+            if wanted[part] <= 0 or runs[part][0] <= 0 or not quotas[part].allows(item.qa.category):
                 continue
-            if part == "multi" and len(item.types) < 2:
+            types = job.decisive_types(item)
+            if len(types) < (2 if part == "multi" else 1):
                 continue
-            found = _multi(job, item, rng) if part == "multi" else \
-                _distractor(job, item, [d for d in decisive if d is not item], rng)
+            found = _multi(job, item, rng, runs[part]) if part == "multi" else \
+                _distractor(job, item, [d for d in candidates if d is not item and d.types], rng, runs[part])
             if found is None:
                 continue
             wanted[part] -= 1
             quotas[part].add(item.qa.category)
             yield found, item, _spans(job, found, query_records)
-        if not any(wanted.values()):
+        if not any(wanted[p] > 0 and runs[p][0] > 0 for p in wanted):
             return
 
 

@@ -22,6 +22,7 @@ both compute it, with the same result).
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
@@ -228,13 +229,14 @@ def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: d
     degree: dict[str, int] = {}
     for op in sorted(n for n in keep if G.nodes[n].get("type") == "operation"):
         for side, neighbours in (("in", G._pred[op]), ("out", G._succ[op])):
-            near = keep.intersection(neighbours)  # iterates the smaller: a search may read thousands
+            # A dict view's ``&`` iterates the smaller side (set.intersection would iterate the
+            # dict): a search may read thousands of nodes, a slice keeps a few hundred.
+            near = neighbours.keys() & keep
             if len(near) <= _SIBLINGS_KEEP:
                 continue
             for node in sorted(near - protected - folded.keys())[_SIBLINGS_KEEP:]:
                 if node not in degree:
-                    degree[node] = (len(keep.intersection(G._pred[node]))
-                                    + len(keep.intersection(G._succ[node])))
+                    degree[node] = len(G._pred[node].keys() & keep) + len(G._succ[node].keys() & keep)
                 if degree[node] == 1:
                     folded[node] = f"fold:{side}:{op}"
 
@@ -244,16 +246,20 @@ def _cap(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, s
     shown = [n for n in keep if n not in folded]
     if len(shown) <= limit:
         return
+    # Breadth first, a level at a time (hop distances do not depend on the order within a level),
+    # with set operations over each node's kept neighbours: in a long context a message touches
+    # thousands of nodes, and a slice keeps a few hundred.
     distance = dict.fromkeys(protected & keep, 0)
-    frontier = list(distance)
+    frontier = set(distance)
+    hops = 0
     while frontier:
-        nxt = []
+        hops += 1
+        reached: set[str] = set()
         for n in frontier:
-            for m in (*G._pred[n], *G._succ[n]):
-                if m in keep and m not in distance:
-                    distance[m] = distance[n] + 1
-                    nxt.append(m)
-        frontier = nxt
+            reached |= G._pred[n].keys() & keep
+            reached |= G._succ[n].keys() & keep
+        frontier = reached.difference(distance)
+        distance.update(dict.fromkeys(frontier, hops))
     ranked = sorted(shown, key=lambda n: (distance.get(n, 1 << 30), n))
     for node in ranked[max(limit - 1, len(protected & keep)):]:
         folded[node] = "fold:far"
@@ -353,14 +359,16 @@ def _collapsed(G: nx.DiGraph, group: str, members: list[str], times: dict[str, f
 
 def _edges(G: nx.DiGraph, keep: set[str], folded: dict[str, str], path: set[str]) -> list[tuple[str, str]]:
     """Edges between drawn nodes; when too dense to read, those of the path and one into each node."""
-    edges: dict[tuple[str, str], None] = {}
-    for u in sorted(keep):
-        succ = G._succ[u]  # walk the smaller side: a message may feed thousands of nodes
-        near = [v for v in keep if v in succ] if len(succ) > len(keep) else [v for v in succ if v in keep]
-        for v in near:
-            a, b = folded.get(u, u), folded.get(v, v)
-            if a != b:
-                edges[(a, b)] = None
+    edges: set[tuple[str, str]] = set()
+    for u in keep:
+        # The kept successors (``&`` walks the smaller side: a message may feed thousands of nodes),
+        # mapped to their drawn nodes in C (``folded.get(v, v)``): a long context's slice has tens of
+        # thousands of edges that fold into a few hundred, so the set of targets is built before any
+        # Python-level loop. Both results below are sorted, so the walk's order does not matter.
+        a = folded.get(u, u)
+        targets = set(map(folded.get, *itertools.tee(G._succ[u].keys() & keep)))
+        targets.discard(a)
+        edges.update(zip(itertools.repeat(a), targets))
     drawn = len(set(folded.values())) + len(keep) - len(folded)
     if len(edges) <= _EDGES_PER_NODE * drawn:
         return sorted(edges)

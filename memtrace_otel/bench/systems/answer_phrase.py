@@ -6,8 +6,11 @@ content), a question's kind ("how many", "who", a list ...) and the noun it asks
 few words of a chosen sentence that answer it. The answer is the words nearest to the
 question's words that the question does not already say (chatter, dates and the speakers'
 names left out; a sentence that only sets the scene lends the next one's words): a number and
-its noun for "how many", a quoted title or a name for "which"/"who"/"what book", and for list
-questions ("what activities ...") one short phrase from each of the best few messages. Times
+its noun for "how many" (an ordinal read as the count so far: "my fourth win" - "four"), a quoted
+title or a name for "which"/"who"/"what book", else for "who" the speaker's relative ("my aunt" -
+"Ann's aunt") and for "where" the words a preposition of place opens; for "why" the clause a word
+of cause opens ("because ..."); and for list questions ("what activities ...") one short phrase
+from each of the best few messages. Times
 ("when ...") and durations are read by :mod:`~memtrace_otel.bench.systems.temporal`.
 """
 
@@ -22,7 +25,7 @@ from memtrace_otel.bench.systems.interfaces import Sentence
 from memtrace_otel.text import CHAT_STOPWORDS, MONTH_NAMES, MONTHS, NUMBER_WORDS, stem
 
 __all__ = ["Doc", "Question", "Text", "Word", "analysed", "list_answer", "parse_question", "phrase",
-           "word_key"]
+           "titled", "word_key"]
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*|[\"“”]|[.,;:!?()\[\]—–]|(?<= )-(?= )")
 _BREAK = frozenset('.;:!?()[]—–-"“”')
@@ -76,6 +79,13 @@ drive drove driven|favorite fave fav favourite|favorites faves|photo pic picture
 child kid kids children|mother mom mum|father dad|business biz|birthday bday
 """.strip().replace("\n", "|").split("|") for words in [line.split()] for form in words[1:]}
 _POSSESSIVE = _wordset("my our his her their")
+_CAUSES = _wordset("because cause cuz coz since")
+_AT = _wordset("at in to from near into inside outside around")
+_PLACE_WORDS = 4
+_CARDINALS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+              "twelve")
+_ORDINAL_COUNTS = dict(zip(("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+                            "ninth", "tenth", "eleventh", "twelfth"), _CARDINALS[1:], strict=True))
 _TIMED = _wordset("when duration number")
 _I = _wordset("i i'm i've i'd i'll")
 _ORDINAL = re.compile(r"\d+(st|nd|rd|th)")
@@ -264,9 +274,20 @@ def phrase(query: Question, doc: Doc, limit: int | None = None) -> str:
         # The sentence only sets the scene ("Last Fri I took my kids to a pottery workshop."):
         # what happened there is in the next one.
         words = (*words, *doc.after.text.words)
+    if query.kind == "reason":
+        words = _because(words)
     near = _distances(query, words)
-    typed = _typed_phrase(query, words, near)
+    typed = _typed_phrase(query, words, near, doc.sentence.speaker)
     return typed or _nearest(query, words, near, limit or _LENGTH.get(query.kind, 4)) or doc.sentence.text
+
+
+def _because(words: tuple[Word, ...]) -> tuple[Word, ...]:
+    """For "why": the clause a word of cause opens ("I chose them 'cause [they help ...]"), when
+    the sentence says one; the words before it say what was done, not why."""
+    for i, w in enumerate(words[:-1]):
+        if w.text.lower().strip("'’") in _CAUSES:
+            return words[i + 1:]
+    return words
 
 
 def _distances(query: Question, words: tuple[Word, ...]) -> list[float]:
@@ -306,14 +327,16 @@ def _nearest(query: Question, words: tuple[Word, ...], near: list[float], limit:
     return " ".join(_clean(words[i].text) for i in chosen)
 
 
-def _typed_phrase(query: Question, words: tuple[Word, ...], near: list[float]) -> str | None:
+def _typed_phrase(query: Question, words: tuple[Word, ...], near: list[float], speaker: str) -> str | None:
     """A number and its noun for "how many", a title or a name for "which"/"who"/"what N"."""
     if query.kind == "number":
-        found = [i for i, w in enumerate(words) if w.number and not query.knows(w)]
+        found = [i for i, w in enumerate(words) if (w.number or _count_of(w.text)) and not query.knows(w)]
         if found:
             i = min(found, key=lambda i: (near[i], i))
+            # The noun counted, unless the question names it ("How many kids ..." - "three").
             tail = [w.text for w in words[i + 1:i + 3] if w.key and w.role != "stop"][:1]
-            return " ".join([words[i].text, *tail])
+            tail = [t for t in tail if not query.knows(_word(t, False))]
+            return " ".join([_count_of(words[i].text) or words[i].text, *tail])
     if query.kind in ("name", "who", "where") or (query.head in _titled() and query.kind in ("what", "list")):
         runs = _name_runs(query, words)
         if runs:
@@ -321,22 +344,56 @@ def _typed_phrase(query: Question, words: tuple[Word, ...], near: list[float]) -
             best = min(runs, key=lambda r: (titled and not _quoted(words, r), near[r[0]], r[0]))
             return " ".join(_clean(words[i].text) for i in best)
         if query.kind == "who":
-            return _relative(query, words, near)
+            return _relative(query, words, near, speaker)
+        if query.kind == "where":
+            return _place(query, words, near)
     return None
+
+
+def _place(query: Question, words: tuple[Word, ...], near: list[float]) -> str | None:
+    """Where, when no place is named: the words a preposition of place opens ("at [the homeless
+    shelter]"), up to the clause's end, from the one nearest the question's words."""
+    found = [i for i, w in enumerate(words[:-1]) if w.text.lower() in _AT]
+    phrases = []
+    for i in found:
+        run = []
+        for w in words[i + 1:i + 1 + _PLACE_WORDS]:
+            if w.text in _BREAK or w.role == "time" or w.text.lower() in _AT:
+                break
+            run.append(w)
+        kept = [w for w in run if w.role == "content" and not query.knows(w)]
+        if kept:
+            phrases.append((near[i], i, " ".join(_clean(w.text) for w in kept)))
+    return min(phrases)[2] if phrases else None
+
+
+def _count_of(token: str) -> str | None:
+    """The count an ordinal says so far ("my fourth tournament": four of them), as a word.
+
+    >>> [_count_of(w) for w in ["fourth", "5th", "second", "fourteen"]]
+    ['four', 'five', 'two', None]
+    """
+    lower = token.lower()
+    if lower[:-2].isdigit() and _ORDINAL.fullmatch(lower):
+        return _CARDINALS[int(lower[:-2])] if int(lower[:-2]) < len(_CARDINALS) else lower[:-2]
+    return _ORDINAL_COUNTS.get(lower)
 
 
 def _quoted(words: tuple[Word, ...], run: list[int]) -> bool:
     return run[0] > 0 and words[run[0] - 1].text in _QUOTE  # the run opens right after a quote mark
 
 
-def _relative(query: Question, words: tuple[Word, ...], near: list[float]) -> str | None:
+def _relative(query: Question, words: tuple[Word, ...], near: list[float], speaker: str) -> str | None:
     """Who, when no name is said: the person a possessive introduces ("my aunt", "her mentors")."""
     found = [i + 1 for i, w in enumerate(words[:-1]) if w.text.lower() in _POSSESSIVE
              and words[i + 1].role == "content" and not query.knows(words[i + 1])]
     if not found:
         return None
     best = min(found, key=lambda i: (near[i], i))
-    return f"{words[best - 1].text.lower()} {words[best].text}"
+    owner = words[best - 1].text.lower()
+    if owner == "my" and speaker:
+        owner = f"{speaker}'s"  # said of the speaker, so reported in the third person ("Ann's aunt")
+    return f"{owner} {_clean(words[best].text)}"
 
 
 def _name_runs(query: Question, words: tuple[Word, ...]) -> list[list[int]]:
@@ -363,6 +420,11 @@ def _name_runs(query: Question, words: tuple[Word, ...]) -> list[list[int]]:
 @functools.cache
 def _titled() -> frozenset[str]:
     return frozenset(word_key(w) for w in _TITLED)
+
+
+def titled(head: str | None) -> bool:
+    """Whether a "what N" question's noun names a titled or named thing ("game", "book", "city")."""
+    return head is not None and head in _titled()
 
 
 def _clean(token: str) -> str:
