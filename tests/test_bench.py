@@ -15,7 +15,7 @@ from memtrace_otel.attribution.base import ErrorType, create_engine
 from memtrace_otel.bench.build import BuildConfig, _Job, build, quick_config
 from memtrace_otel.bench.faults import inject
 from memtrace_otel.bench.score import GraphCache, find_case_evaluation, score_cases, summarize
-from memtrace_otel.bench.spread import MAX_CATEGORY_SHARE, CategoryQuota, round_robin
+from memtrace_otel.bench.spread import MAX_CATEGORY_SHARE, CategoryQuota, balance, round_robin
 from memtrace_otel.bench.systems import SYSTEMS
 from memtrace_otel.bench.systems.base import Fault
 from memtrace_otel.cli import main
@@ -57,6 +57,36 @@ def test_cases_spread_over_question_categories(quick_bench: Path) -> None:
     spread = manifest["category_spread"]["all"]
     assert {c: v["cases"] for c, v in spread.items()} == dict(counts)
     assert len(counts) >= 3 and max(counts.values()) / len(labels) <= MAX_CATEGORY_SHARE
+
+
+def test_no_built_part_holds_a_category_above_its_share(quick_bench: Path) -> None:
+    """The build-wide balance holds each injected and compound part to the share; what it dropped
+    is counted in the manifest and its span files are gone with it (only natural labels are exempt)."""
+    manifest = json.loads((quick_bench / "manifest.json").read_text())
+    by_part: dict[str, Counter[int]] = {}
+    for label in _labels(quick_bench):
+        by_part.setdefault(label["part"], Counter())[label["category"]] += 1
+    for part in ("injected", "multi", "distractor"):
+        counts = by_part.get(part, Counter())
+        assert not counts or max(counts.values()) <= MAX_CATEGORY_SHARE * sum(counts.values()), (part, counts)
+    assert set(manifest["spread_dropped"]) <= {"injected", "multi", "distractor"}
+    assert manifest["probes"].keys() <= set(manifest["applicable"])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_balance_keeps_the_most_cases_that_hold_the_share(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    rows = [{"category": rng.choice([1, 2, 2, 4, 4, 4, 4])} for _ in range(rng.randint(0, 60))]
+    kept, dropped = balance(rows, seed)
+    assert len(kept) + len(dropped) == len(rows)
+    counts = Counter(r["category"] for r in kept)
+    assert not kept or max(counts.values()) <= MAX_CATEGORY_SHARE * len(kept) + 1e-9
+    # Maximal: adding back any dropped row breaks the share.
+    for row in dropped:
+        more = counts + Counter([row["category"]])
+        assert max(more.values()) > MAX_CATEGORY_SHARE * (len(kept) + 1) + 1e-9
 
 
 def test_category_quota_keeps_each_category_to_its_share() -> None:

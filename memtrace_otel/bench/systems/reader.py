@@ -111,7 +111,7 @@ def _score(query: Question, docs: list[Doc]) -> None:
     idf = _idf(query, docs)
     own = [doc.text.keys & query.terms for doc in docs]
     lexical = _lexical(docs, own, idf, query)
-    scale = sum(idf.values()) / len(idf) if idf else 1.0
+    scale = math.fsum(idf.values()) / len(idf) if idf else 1.0
     for index, doc in enumerate(docs):
         fresh = query.fresh(doc.text)
         score = lexical.get(index, 0.0) + scale * (_TYPED * _typed(query, doc) + _INFO * min(fresh, 5))
@@ -134,9 +134,11 @@ def _lexical(docs: list[Doc], own: list[frozenset[str]], idf: dict[str, float],
             continue  # nothing of the question said in or around it: skip the costly part
         near = _near(docs, own, index) - own[index]
         asked = _asked(docs, index) & query.terms
-        score = (sum(idf[t] for t in own[index]) + _NEAR * sum(idf[t] for t in near)
-                 + _ASKED * sum(idf[t] for t in asked)
-                 + _THREAD * sum(idf[t] for t in thread - own[index] - near - asked))
+        # fsum: these are sums over sets, whose order follows the process's string hashing; a plain
+        # sum's last bit would then differ between processes and flip near-ties between sentences.
+        score = (math.fsum(idf[t] for t in own[index]) + _NEAR * math.fsum(idf[t] for t in near)
+                 + _ASKED * math.fsum(idf[t] for t in asked)
+                 + _THREAD * math.fsum(idf[t] for t in thread - own[index] - near - asked))
         if score:
             scores[index] = score
     return scores
