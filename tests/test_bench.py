@@ -68,7 +68,9 @@ def test_no_built_part_holds_a_category_above_its_share(quick_bench: Path) -> No
         by_part.setdefault(label["part"], Counter())[label["category"]] += 1
     for part in ("injected", "multi", "distractor"):
         counts = by_part.get(part, Counter())
-        assert not counts or max(counts.values()) <= MAX_CATEGORY_SHARE * sum(counts.values()), (part, counts)
+        if len(counts) * MAX_CATEGORY_SHARE < 1:
+            continue  # too few categories for the share to hold: kept whole (a small build's part)
+        assert max(counts.values()) <= MAX_CATEGORY_SHARE * sum(counts.values()), (part, counts)
     assert set(manifest["spread_dropped"]) <= {"injected", "multi", "distractor"}
     assert manifest["probes"].keys() <= set(manifest["applicable"])
 
@@ -82,7 +84,10 @@ def test_balance_keeps_the_most_cases_that_hold_the_share(seed: int) -> None:
     kept, dropped = balance(rows, seed)
     assert len(kept) + len(dropped) == len(rows)
     counts = Counter(r["category"] for r in kept)
-    assert not kept or max(counts.values()) <= MAX_CATEGORY_SHARE * len(kept) + 1e-9
+    if len({r["category"] for r in rows}) * MAX_CATEGORY_SHARE < 1:
+        assert not dropped  # the share cannot hold: the part is kept whole
+        return
+    assert max(counts.values()) <= MAX_CATEGORY_SHARE * len(kept) + 1e-9
     # Maximal: adding back any dropped row breaks the share.
     for row in dropped:
         more = counts + Counter([row["category"]])

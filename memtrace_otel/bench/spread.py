@@ -92,13 +92,19 @@ def balance(rows: list[_Row], seed: int, share: float = MAX_CATEGORY_SHARE,
     Each category keeps at most ``share`` of the kept total: the largest such total is the fixed
     point of capping every category at ``share`` of the current total (it only shrinks, and never
     below a feasible total). Which rows of a capped category go is drawn with ``seed``. Fewer than
-    ``1 / share`` categories can never hold the share: then nothing is kept.
+    ``1 / share`` categories can never hold the share (only an empty part would): then every row
+    is kept, since a small build (``--quick``) would otherwise lose a whole part; the manifest's
+    ``category_spread`` shows such a part as it is.
 
     >>> kept, dropped = balance([{"category": c} for c in [4, 4, 4, 4, 2, 2, 1]], 0)
     >>> sorted(r["category"] for r in kept), len(dropped)
     ([1, 2, 2, 4, 4], 2)
+    >>> len(balance([{"category": 4}, {"category": 2}], 0)[0])  # two categories: kept as they are
+    2
     """
     counts = Counter(category(r) for r in rows)
+    if len(counts) * share < 1:
+        return list(rows), []
     keep = dict(counts)
     while True:
         total = sum(keep.values())
