@@ -43,6 +43,20 @@ _RUNS_PER_CASE = 4
 where every fault removes the whole message, stops trying there)."""
 
 
+class _Budget:
+    """The fault runs a part has left. Not thread-safe: one per part of one job."""
+
+    def __init__(self, runs: int) -> None:
+        self.left = runs
+
+    def spend(self) -> bool:
+        """Take one run; ``False`` (taking nothing) when none is left."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
 class _Job(Protocol):
     cls: type[MemorySystem]
     conversation: Conversation
@@ -108,11 +122,10 @@ def _combinations(types: list[ErrorType], rng: random.Random) -> list[tuple[Erro
     return sorted(combos, key=lambda c: (c[0] not in INGESTION_SIDE, -len(c)))
 
 
-def _multi(job: _Job, item: Decisive, rng: random.Random, runs: list[int]) -> Compound | None:
+def _multi(job: _Job, item: Decisive, rng: random.Random, budget: _Budget) -> Compound | None:
     for combo in _combinations(item.types, rng)[:_MAX_COMBINATIONS]:
-        if runs[0] <= 0:
+        if not budget.spend():
             return None
-        runs[0] -= 1
         case_id = f"{job.case_id(item.qa)}/multi-" + "+".join(t.value for t in combo)
         faults = [fault_for(t, item.outcome, case_id, job.derive(case_id)) for t in combo]
         faults[1:] = [replace(f, message_scope=True) for f in faults[1:]]
@@ -125,7 +138,7 @@ def _multi(job: _Job, item: Decisive, rng: random.Random, runs: list[int]) -> Co
 
 
 def _distractor(job: _Job, item: Decisive, others: list[Decisive], rng: random.Random,
-                runs: list[int]) -> Compound | None:
+                budget: _Budget) -> Compound | None:
     cited = set(item.qa.evidence)
     decoys = [o for o in others if o.outcome.source is not None and o.outcome.source.dia_id not in cited
               and o.outcome.unit != item.outcome.unit and o.types]
@@ -139,9 +152,8 @@ def _distractor(job: _Job, item: Decisive, others: list[Decisive], rng: random.R
                        and {t, gold_type} != {ErrorType.UPDATE, ErrorType.DELETION}]
         if not decoy_types:
             continue
-        if runs[0] <= 0:
+        if not budget.spend():
             return None
-        runs[0] -= 1
         if other.outcome.unit not in context:
             decoy_types = [t for t in decoy_types if t not in QUERY_SIDE] or decoy_types
         decoy_type = rng.choice(decoy_types)
@@ -171,22 +183,25 @@ def compound_cases(job: _Job, candidates: list[Decisive], *, multi: int, distrac
     rng = random.Random(job.derive("compound"))
     wanted = {"multi": multi, "distractor": distractors}
     quotas = {part: CategoryQuota(planned=n) for part, n in wanted.items()}
-    runs = {part: [n * _RUNS_PER_CASE] for part, n in wanted.items()}
+    budgets = {part: _Budget(n * _RUNS_PER_CASE) for part, n in wanted.items()}
     for item in candidates:
         for part in ("multi", "distractor"):
-            if wanted[part] <= 0 or runs[part][0] <= 0 or not quotas[part].allows(item.qa.category):
+            if wanted[part] <= 0 or not budgets[part].left or not quotas[part].allows(item.qa.category):
                 continue
             types = job.decisive_types(item)
             if len(types) < (2 if part == "multi" else 1):
                 continue
-            found = _multi(job, item, rng, runs[part]) if part == "multi" else \
-                _distractor(job, item, [d for d in candidates if d is not item and d.types], rng, runs[part])
+            if part == "multi":
+                found = _multi(job, item, rng, budgets[part])
+            else:
+                decoys = [d for d in candidates if d is not item and d.types]
+                found = _distractor(job, item, decoys, rng, budgets[part])
             if found is None:
                 continue
             wanted[part] -= 1
             quotas[part].add(item.qa.category)
             yield found, item, _spans(job, found, query_records)
-        if not any(wanted[p] > 0 and runs[p][0] > 0 for p in wanted):
+        if not any(wanted[p] > 0 and budgets[p].left for p in wanted):
             return
 
 

@@ -337,11 +337,11 @@ def _typed_phrase(query: Question, words: tuple[Word, ...], near: list[float], s
             tail = [w.text for w in words[i + 1:i + 3] if w.key and w.role != "stop"][:1]
             tail = [t for t in tail if not query.knows(_word(t, False))]
             return " ".join([_count_of(words[i].text) or words[i].text, *tail])
-    if query.kind in ("name", "who", "where") or (query.head in _titled() and query.kind in ("what", "list")):
+    if query.kind in ("name", "who", "where") or (titled(query.head) and query.kind in ("what", "list")):
         runs = _name_runs(query, words)
         if runs:
-            titled = query.kind != "who"  # quotes hold titles, not people
-            best = min(runs, key=lambda r: (titled and not _quoted(words, r), near[r[0]], r[0]))
+            title = query.kind != "who"  # quotes hold titles, not people
+            best = min(runs, key=lambda r: (title and not _quoted(words, r), near[r[0]], r[0]))
             return " ".join(_clean(words[i].text) for i in best)
         if query.kind == "who":
             return _relative(query, words, near, speaker)

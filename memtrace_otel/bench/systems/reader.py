@@ -50,6 +50,7 @@ _MAX_CANDIDATES = 25
 _NEAR, _ASKED, _TYPED, _INFO = 0.5, 1.0, 1.0, 0.05
 _SUBJECT, _OTHER, _ASKS, _STALE, _DATED, _UNDATED = 1.4, 0.8, 0.4, 0.3, 1.5, 0.5
 _SLACK_DAYS = 3
+_FEEL = word_key("feel")  # "How did she feel ...": asks for a mood
 # The thread's words: 0.4 chosen on the dev conversations (0.6 was better held out, worse on dev).
 _THREAD = 0.4
 
@@ -207,7 +208,7 @@ def _typed(query: Question, doc: Doc) -> bool:
         return bool(doc.text.caps - query.keys - query.names - query.nicks)
     if query.kind in ("when", "duration"):
         return _event_span(doc.sentence) is not None
-    if query.kind == "manner" and word_key("feel") in query.terms:
+    if query.kind == "manner" and _FEEL in query.terms:
         # "How did she feel ...": a sentence that says a mood ("so excited", "proud").
         return any(w.role == "filler" for w in doc.text.words)
     return False
