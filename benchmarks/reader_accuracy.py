@@ -6,11 +6,16 @@ Runs each conversation's clean run once (as ``memtrace bench build`` does), reme
 each question was given, then re-reads every context with the reader and the judge. The reader was
 developed on conversations 26, 30, 41 and 42 and checked on 43, 47, 48 and 49 (docs/benchmark.md);
 a change to it should help both halves. Categories 1, 2 and 4 only (issue 13's target).
+
+Two scores: the build's judge (token F1 >= 0.4 on the whole answer), and, as ``locomo``, LoCoMo's
+own scoring, which differs for category 1 only: the answer and the gold split at commas, each gold
+item's best F1 averaged (snap-research/locomo ``task_eval/evaluation.py``, ``f1``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 from collections import Counter
 from typing import Any
@@ -18,9 +23,19 @@ from typing import Any
 from memtrace_otel.bench.build import BuildConfig, _Job
 from memtrace_otel.bench.systems import SYSTEMS
 from memtrace_otel.bench.systems.interfaces import AnswerResult, ContextItem
+from memtrace_otel.bench.systems.offline import DEFAULT_F1_THRESHOLD, porter_stem
+from memtrace_otel.text import token_f1
 
 DEV = ("26", "30", "41", "42")
 HELD_OUT = ("43", "47", "48", "49")
+
+
+def _itemwise_f1(prediction: str, gold: str) -> float:
+    """LoCoMo's category-1 score: each comma-separated gold item's best F1 over the answer's items,
+    averaged."""
+    answers = [p.strip() for p in prediction.split(",")]
+    items = [g.strip() for g in gold.split(",")]
+    return math.fsum(max(token_f1(a, g, porter_stem) for a in answers) for g in items) / len(items)
 
 
 class _Remembering:
@@ -55,12 +70,17 @@ def main() -> None:
                     continue
                 text = remembering.answerer.answer(question, items).text
                 passed = job.components.judge.judge(question, text, outcome.gold).passed
+                locomo = (_itemwise_f1(text, outcome.gold) >= DEFAULT_F1_THRESHOLD if outcome.category == 1
+                          else passed)
                 for key in (split, f"{split} category {outcome.category}", "all"):
                     tally[f"{key} passed"] += passed
+                    tally[f"{key} locomo"] += locomo
                     tally[f"{key} total"] += 1
+    print(f"{args.system}: {'':16} judge          locomo")
     for key in sorted({k.rsplit(" ", 1)[0] for k in tally}):
-        passed, total = tally[f"{key} passed"], tally[f"{key} total"]
-        print(f"{key:22} {passed:4}/{total:<4} {100 * passed / total:5.1f}%")
+        passed, locomo, total = tally[f"{key} passed"], tally[f"{key} locomo"], tally[f"{key} total"]
+        print(f"{key:22} {passed:4}/{total:<4} {100 * passed / total:5.1f}%  "
+              f"{locomo:4} {100 * locomo / total:5.1f}%")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import functools
 import re
 import string
 from collections import Counter
+from collections.abc import Callable
 
 __all__ = [
     "CHAT_STOPWORDS",
@@ -285,15 +286,20 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def token_f1(prediction: str, gold: str) -> float:
-    """Token F1 of the normalised prediction against the normalised gold (LoCoMo's metric).
+def token_f1(prediction: str, gold: str, stem_word: Callable[[str], str] | None = None) -> float:
+    """Token F1 of the normalised prediction against the normalised gold, each token passed through
+    ``stem_word`` when given (LoCoMo's metric stems with Porter's stemmer: ``F1Judge``).
 
     >>> round(token_f1("8 May 2023", "7 May 2023"), 3)
     0.667
+    >>> token_f1("adoption agency", "Adoption agencies"), token_f1("agency", "agencies", lambda w: w[:5])
+    (0.5, 1.0)
     >>> token_f1("", "x")
     0.0
     """
     pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if stem_word is not None:
+        pred, ref = [stem_word(w) for w in pred], [stem_word(w) for w in ref]
     common = Counter(pred) & Counter(ref)
     same = sum(common.values())
     if same == 0:

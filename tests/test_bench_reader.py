@@ -180,3 +180,31 @@ def test_answers_do_not_depend_on_the_processs_string_hashing(locomo: str) -> No
                               text=True, timeout=300, check=True)
         digests.add(done.stdout.strip())
     assert len(digests) == 1
+
+
+def test_a_month_without_a_year_prefers_what_happened_in_that_month() -> None:
+    from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
+    from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
+
+    context = [ContextItem("u1", [Sentence("D1:1", "Mel", "10 July 2023", "We went camping at the lake.")]),
+               ContextItem("u2", [Sentence("D2:1", "Mel", "20 June 2023", "We went camping in the forest.")])]
+    reader = ExtractiveAnswerer()
+    assert reader.answer("Where did Mel go camping in June?", context).source.dia_id == "D2:1"
+    assert reader.answer("Where did Mel go camping in July?", context).source.dia_id == "D1:1"
+
+
+def test_the_judge_stems_as_locomo_does() -> None:
+    from memtrace_otel.bench.systems.offline import F1Judge
+
+    judge = F1Judge()
+    assert judge.judge("What did Ann research?", "adoption agency", "Adoption agencies").passed
+    assert not judge.judge("What did Ann research?", "a lawyer", "Adoption agencies").passed
+
+
+def test_retrieval_weighs_the_questions_rare_word_over_common_ones() -> None:
+    from memtrace_otel.bench.systems.base import idf_overlap
+
+    units = [frozenset({"mel", "realli", "love"}), frozenset({"mel", "kundalini"}),
+             frozenset({"mel", "realli"})]
+    shares = idf_overlap(frozenset({"mel", "realli", "kundalini"}), units)
+    assert shares[1] > shares[0] and shares[1] > shares[2]

@@ -88,6 +88,9 @@ _ORDINAL_COUNTS = dict(zip(("first", "second", "third", "fourth", "fifth", "sixt
                             "ninth", "tenth", "eleventh", "twelfth"), _CARDINALS[1:], strict=True))
 _TIMED = _wordset("when duration number")
 _I = _wordset("i i'm i've i'd i'll")
+_MONTH_NUMBERS = {name: number for number, name in enumerate(
+    ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+     "november", "december"), start=1)}
 _ORDINAL = re.compile(r"\d+(st|nd|rd|th)")
 _AUX = r"(?:is|was|are|were|does|did|do|has|have|had|can|could|will|would|should)\b"
 _KINDS = (
@@ -163,6 +166,7 @@ class Question:
     nicks: frozenset[str]  # their prefixes ("mel" for "melanie")
     head: str | None  # the noun a "what N" question asks for ("game" in "what game ...")
     span: temporal.TimeSpan | None  # the days it is restricted to ("in May 2023")
+    month: int | None = None  # the month it is restricted to when it names no year ("in June"): 1-12
 
     def knows(self, word: Word) -> bool:
         """Whether ``word`` says nothing new: the question says it, or it names a speaker."""
@@ -229,7 +233,21 @@ def parse_question(question: str, speakers: set[str]) -> Question:
                       and not (span and _dating(w.text.lower())))
     nicks = frozenset(k[:n] for k in by_key for n in range(3, len(k)))
     return Question(question, _kind(question), terms, frozenset(w.key for w in found if w.key),
-                     subject, frozenset(by_key), nicks, _head(question), span)
+                     subject, frozenset(by_key), nicks, _head(question), span,
+                     None if span else _month(found))
+
+
+def _month(found: list[Word]) -> int | None:
+    """The month a question names with a capital ("in June"; "may" the verb is lower case), or ``None``.
+
+    >>> _month([_word(t, i == 0) for i, t in enumerate("What did Jo do in June ?".split())])
+    6
+    """
+    for w in found:
+        lower = w.text.lower()
+        if w.cap and lower in MONTH_NAMES:
+            return _MONTH_NUMBERS[lower]
+    return None
 
 
 

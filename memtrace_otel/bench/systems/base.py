@@ -16,6 +16,7 @@ lost some is recorded in ``losses``.
 from __future__ import annotations
 
 import abc
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from memtrace_otel.spans.model import SpanRecord, record_from_readable
 from memtrace_otel.text import content_tokens
 
 __all__ = [
+    "LEXICAL_WEIGHT",
     "Fault",
     "MemorySystem",
     "QuestionOutcome",
@@ -44,10 +46,16 @@ __all__ = [
     "StoreState",
     "TracedRun",
     "Unit",
+    "idf_overlap",
     "record_changes",
     "record_model_call",
     "span_of",
 ]
+
+
+# Retrieval: the weight of the lexical share against cosine similarity (0.8 to 2 gave the same evidence
+# recall on the development conversations; see docs/benchmark.md).
+LEXICAL_WEIGHT = 1.0
 
 
 class SeededIdGenerator(IdGenerator):
@@ -304,17 +312,17 @@ class MemorySystem(abc.ABC):
 
     # -- ranking helpers ----------------------------------------------------
     def rank_units(self, question: str, units: Sequence[Unit], *,
-                   lexical_weight: float = 0.15) -> list[tuple[Unit, float]]:
-        """Units and their scores, best first: cosine similarity to the question plus a lexical-overlap
-        bonus (ties keep the units' order)."""
+                   lexical_weight: float = LEXICAL_WEIGHT) -> list[tuple[Unit, float]]:
+        """Units and their scores, best first: cosine similarity to the question plus ``lexical_weight``
+        times :func:`idf_overlap`, the share of the question's words a unit says (ties keep the units'
+        order)."""
         if not units:
             return []
         query = self.components.embedder.embed([question])[0]
         matrix = np.stack([u.vector for u in units])
         cosine = matrix @ query
-        wanted = set(content_tokens(question))
-        scores = [float(c) + lexical_weight * len(wanted & u.tokens)
-                  for c, u in zip(cosine, units, strict=True)]
+        lexical = idf_overlap(frozenset(content_tokens(question)), [u.tokens for u in units])
+        scores = [float(c) + lexical_weight * share for c, share in zip(cosine, lexical, strict=True)]
         order = sorted(range(len(units)), key=lambda i: (-scores[i], i))
         return [(units[i], scores[i]) for i in order]
 
@@ -450,3 +458,27 @@ def record_changes(op: Operation, units: Sequence[str]) -> None:
     """Say on a create/update/delete operation's span how many memory units it wrote or deleted,
     and which one when it was one (``gen_ai.memory.record.count`` / ``.record.id``)."""
     op.record_memory(record_id=units[0] if len(units) == 1 else None, count=len(units))
+
+
+def idf_overlap(wanted: frozenset[str], said: Sequence[frozenset[str]]) -> list[float]:
+    """For each token set in ``said``, the share of ``wanted``'s IDF mass it holds (0 to 1).
+
+    IDF is BM25's, over ``said``: a word every unit says (the speaker's name, "really") counts
+    for little, a rare one ("kundalini") for much. A plain count of shared words let chunks that
+    repeat common words outrank the one that says the question's rare word.
+
+    >>> shares = idf_overlap(frozenset({"ann", "yoga"}), [frozenset({"ann"}), frozenset({"ann", "yoga"})])
+    >>> [round(x, 2) for x in shares]
+    [0.21, 1.0]
+    """
+    count = len(said)
+    frequency = dict.fromkeys(wanted, 0)
+    for tokens in said:
+        for token in wanted & tokens:
+            frequency[token] += 1
+    idf = {t: math.log(1 + (count - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
+    # fsum: sums over sets, whose order follows the process's string hashing (see the reader).
+    total = math.fsum(idf.values())
+    if not total:
+        return [0.0] * count
+    return [math.fsum(idf[t] for t in wanted & tokens) / total for tokens in said]

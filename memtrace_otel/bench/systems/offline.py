@@ -9,6 +9,7 @@ extractor drops facts phrased as questions).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from nltk.stem.porter import PorterStemmer
 
 from memtrace_otel.bench.locomo import Turn
 from memtrace_otel.bench.systems.interfaces import (
@@ -41,15 +43,38 @@ __all__ = [
     "default_embedder",
     "load_wordllama",
     "offline_components",
+    "porter_stem",
 ]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_F1_THRESHOLD = 0.4
+_PORTER = PorterStemmer()  # NLTK's default mode, as LoCoMo's evaluation builds it
+
+
+@functools.lru_cache(maxsize=65536)
+def porter_stem(word: str) -> str:
+    """Porter's stem of a lower-case word, memoised (judges see the same words all build long).
+
+    >>> [porter_stem(w) for w in ["agencies", "painting", "paints"]]
+    ['agenc', 'paint', 'paint']
+    """
+    return _PORTER.stem(word)
 _NEGATION = re.compile(r"\b(no longer|not anymore|any more|stopped|quit|gave up|broke up|sold)\b", re.I)
 
 
 class F1Judge:
-    """Pass when the normalised token F1 against the gold reaches ``threshold``."""
+    """Pass when the normalised token F1 against the gold reaches ``threshold``.
+
+    Tokens are normalised and stemmed as LoCoMo's own evaluation does (``task_eval/evaluation.py``
+    in snap-research/locomo: SQuAD normalisation without "and", then NLTK's Porter stemmer), so
+    "adoption agency" answers "Adoption agencies". One difference, on purpose: LoCoMo scores its
+    multi-hop category item by item (the gold and the answer split at commas, each gold item's best
+    F1 averaged); a judge here is not told the category, so every answer is scored whole
+    (docs/benchmark.md gives the reader's accuracy under both).
+
+    >>> F1Judge().judge("What did Ann research?", "adoption agency", "Adoption agencies").passed
+    True
+    """
 
     def __init__(self, threshold: float = DEFAULT_F1_THRESHOLD) -> None:
         if not 0.0 < threshold <= 1.0:
@@ -57,7 +82,7 @@ class F1Judge:
         self.threshold = threshold
 
     def judge(self, question: str, prediction: str, gold: str) -> Verdict:
-        score = token_f1(prediction, gold)
+        score = token_f1(prediction, gold, porter_stem)
         passed = score >= self.threshold
         return Verdict(passed, score, f"token F1 {score:.2f} {'>=' if passed else '<'} {self.threshold}")
 

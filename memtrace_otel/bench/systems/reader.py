@@ -229,7 +229,23 @@ def _factor(query: Question, doc: Doc, fresh: int) -> float:
         factor *= _STALE  # says nothing the question does not: cannot be the answer
     if query.span is not None:
         factor *= _DATED if _within(query.span, doc.sentence) else _UNDATED
+    elif query.month is not None:
+        factor *= _DATED if _in_month(query.month, doc.sentence) else _UNDATED
     return factor
+
+
+def _in_month(month: int, sentence: Sentence) -> bool:
+    """Whether the sentence's event happened (else, it was said) in ``month`` of any year: "in June"."""
+    event = _event_span(sentence)
+    if event is not None:
+        first, last = event
+        if (last - first).days >= 365:
+            return True
+        months = {first.month, last.month}
+        return month in months or (first.month < month < last.month) or (
+            first.month > last.month and (month > first.month or month < last.month))
+    said = temporal.parse_day(sentence.date)
+    return said is not None and said.month == month
 
 
 def _within(span: temporal.TimeSpan, sentence: Sentence) -> bool:
