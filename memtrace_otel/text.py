@@ -30,10 +30,12 @@ process-wide (the benchmark tokenises the same messages thousands of times).
 from __future__ import annotations
 
 import functools
+import math
 import re
 import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 __all__ = [
     "CHAT_STOPWORDS",
@@ -45,6 +47,7 @@ __all__ = [
     "SENTENCE_END",
     "STOPWORDS",
     "WORD_OR_NUMBER",
+    "bm25_idf",
     "content_tokens",
     "fact_tokens",
     "normalize_answer",
@@ -284,6 +287,21 @@ def normalize_answer(text: str) -> str:
     """
     text = text.lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def bm25_idf(terms: Iterable[str], documents: Sequence[AbstractSet[str]]) -> dict[str, float]:
+    """BM25's IDF of each of ``terms`` over ``documents`` (sets of tokens): a term every document
+    holds counts for little, a rare one for much.
+
+    >>> {t: round(v, 2) for t, v in sorted(bm25_idf(["ann", "yoga"], [{"ann"}, {"ann", "yoga"}]).items())}
+    {'ann': 0.18, 'yoga': 0.69}
+    """
+    count = len(documents)
+    frequency = dict.fromkeys(terms, 0)
+    for document in documents:
+        for term in frequency.keys() & document:
+            frequency[term] += 1
+    return {t: math.log(1 + (count - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
 
 
 def token_f1(prediction: str, gold: str, stem_word: Callable[[str], str] | None = None) -> float:

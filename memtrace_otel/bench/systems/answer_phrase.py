@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from memtrace_otel.bench.systems import temporal
 from memtrace_otel.bench.systems.interfaces import Sentence
+from memtrace_otel.bench.systems.time_expressions import month_number
 from memtrace_otel.text import CHAT_STOPWORDS, MONTH_NAMES, MONTHS, NUMBER_WORDS, stem
 
 __all__ = ["Doc", "Question", "Text", "Word", "analysed", "list_answer", "parse_question", "phrase",
@@ -88,9 +89,6 @@ _ORDINAL_COUNTS = dict(zip(("first", "second", "third", "fourth", "fifth", "sixt
                             "ninth", "tenth", "eleventh", "twelfth"), _CARDINALS[1:], strict=True))
 _TIMED = _wordset("when duration number")
 _I = _wordset("i i'm i've i'd i'll")
-_MONTH_NUMBERS = {name: number for number, name in enumerate(
-    ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"), start=1)}
 _ORDINAL = re.compile(r"\d+(st|nd|rd|th)")
 _AUX = r"(?:is|was|are|were|does|did|do|has|have|had|can|could|will|would|should)\b"
 _KINDS = (
@@ -245,8 +243,8 @@ def _month(found: list[Word]) -> int | None:
     """
     for w in found:
         lower = w.text.lower()
-        if w.cap and lower in MONTH_NAMES:
-            return _MONTH_NUMBERS[lower]
+        if w.cap and lower in MONTH_NAMES:  # a full name: "Jun" or "Mar" may be a name
+            return month_number(lower)
     return None
 
 

@@ -59,6 +59,8 @@ def porter_stem(word: str) -> str:
     ['agenc', 'paint', 'paint']
     """
     return _PORTER.stem(word)
+
+
 _NEGATION = re.compile(r"\b(no longer|not anymore|any more|stopped|quit|gave up|broke up|sold)\b", re.I)
 
 

@@ -40,6 +40,7 @@ from memtrace_otel.bench.systems.answer_phrase import (
     word_key,
 )
 from memtrace_otel.bench.systems.interfaces import AnswerResult, ContextItem, Sentence
+from memtrace_otel.text import bm25_idf
 
 __all__ = ["ExtractiveAnswerer"]
 
@@ -157,12 +158,7 @@ def _touched(docs: list[Doc], own: list[frozenset[str]]) -> set[int]:
 
 
 def _idf(query: Question, docs: list[Doc]) -> dict[str, float]:
-    count = len(docs)
-    frequency = dict.fromkeys(query.terms, 0)
-    for doc in docs:
-        for term in doc.text.keys & query.terms:
-            frequency[term] += 1
-    return {t: math.log(1 + (count - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
+    return bm25_idf(query.terms, [doc.text.keys for doc in docs])
 
 
 def _near(docs: list[Doc], own: list[frozenset[str]], index: int) -> frozenset[str]:
@@ -239,11 +235,8 @@ def _in_month(month: int, sentence: Sentence) -> bool:
     event = _event_span(sentence)
     if event is not None:
         first, last = event
-        if (last - first).days >= 365:
-            return True
-        months = {first.month, last.month}
-        return month in months or (first.month < month < last.month) or (
-            first.month > last.month and (month > first.month or month < last.month))
+        spanned = min(11, (last.year - first.year) * 12 + last.month - first.month)  # months after the first
+        return (month - first.month) % 12 <= spanned
     said = temporal.parse_day(sentence.date)
     return said is not None and said.month == month
 

@@ -44,6 +44,7 @@ __all__ = [
     "durations",
     "format_day",
     "matches",
+    "month_number",
     "parse_day",
     "scan",
 ]
@@ -141,8 +142,12 @@ def _quantity(text: str) -> int | None:
     return int(text) if text.isdigit() else _NUMBERS.get(text)
 
 
-def _month(text: str) -> int:
-    """``"Sept."`` -> 9; 0 when ``text`` is no month."""
+def month_number(text: str) -> int:
+    """``"Sept."`` -> 9; 0 when ``text`` is no month.
+
+    >>> month_number("Sept."), month_number("june"), month_number("Monday")
+    (9, 6, 0)
+    """
     return _MONTH_NUMBER.get(text.lower().rstrip("."), 0)
 
 
@@ -178,8 +183,8 @@ def parse_day(text: str) -> dt.date | None:
         try:
             if iso_year:
                 return dt.date(int(iso_year), int(iso_month), int(iso_day))
-            if _month(month1 or month2):
-                return dt.date(int(year), _month(month1 or month2), int(day1 or day2))
+            if month_number(month1 or month2):
+                return dt.date(int(year), month_number(month1 or month2), int(day1 or day2))
         except ValueError:
             continue
     return None
@@ -274,12 +279,12 @@ def _dated(m: re.Match[str], ctx: Context, month: int, day: int) -> dt.date:
 
 
 def _explicit_day(m: re.Match[str], ctx: Context) -> _Answer:
-    month = _month(m.group("mon"))
+    month = month_number(m.group("mon"))
     return _on(_dated(m, ctx, month, int(re.sub(r"\D", "", m.group("d"))))) if month else None
 
 
 def _named_month(m: re.Match[str], ctx: Context) -> _Answer:
-    month, modifier = _month(m.group("mon")), _words(m, "mod")
+    month, modifier = month_number(m.group("mon")), _words(m, "mod")
     if not month:
         return None
     if m.group("y"):
@@ -293,7 +298,7 @@ def _named_month(m: re.Match[str], ctx: Context) -> _Answer:
 
 def _part_of_month(m: re.Match[str], ctx: Context) -> _Answer:
     """"early June", "the end of May 2022", "the last week of September", "the first weekend of August"."""
-    month = _month(m.group("mon"))
+    month = month_number(m.group("mon"))
     if not month:
         return None
     year = int(m.group("y")) if m.group("y") else _pick_year(ctx, lambda y: _month_span(y, month))
