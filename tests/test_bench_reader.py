@@ -208,3 +208,32 @@ def test_retrieval_weighs_the_questions_rare_word_over_common_ones() -> None:
              frozenset({"mel", "realli"})]
     shares = idf_overlap(frozenset({"mel", "realli", "kundalini"}), units)
     assert shares[1] > shares[0] and shares[1] > shares[2]
+
+
+def test_a_list_question_reads_every_item_of_the_enumeration_a_sentence_makes() -> None:
+    context = [_turn("D1:1", "James", "8 May 2022", "They can do tricks like sit, stay, paw, and rollover."),
+               _turn("D1:2", "James", "8 May 2022", "Candles and essential oils add warmth to my yoga.")]
+    reader = ExtractiveAnswerer()
+    assert reader.answer("What tricks do James's dogs know?", context[:1]).text == "sit, stay, paw, rollover"
+    # An item is at most two words: a longer run ends one enumeration and opens the next.
+    things = reader.answer("What things does James use for his yoga?", context[1:]).text
+    assert things == "Candles, essential oils"
+
+
+def test_the_noun_a_what_kind_question_asks_about_counts_in_the_answers_length() -> None:
+    context = [_turn("D1:1", "Jolene", "6 September 2023",
+                     "I signed up for a meditation course at a retreat near a lake.")]
+    answer = ExtractiveAnswerer().answer("What course did Jolene sign up for?", context).text
+    assert "meditation course" in answer and len(answer.split()) <= 4
+    assert _passes(answer, "meditation")
+
+
+def test_a_name_the_sentence_says_answers_before_one_the_next_sentence_lends() -> None:
+    context = [_turn("D1:1", "Sam", "8 May 2023", "Also I watched The Godfather last night.",
+                     'My dad kept quoting "An Offer You Can\'t Refuse" all evening.')]
+    assert ExtractiveAnswerer().answer("What movie did Sam watch?", context).text == "Godfather"
+
+
+def test_a_colon_between_letters_stays_inside_the_word() -> None:
+    context = [_turn("D1:1", "John", "8 May 2022", "I played my favorite CS:GO game in a tournament.")]
+    assert ExtractiveAnswerer().answer("What game did John play in a tournament?", context).text == "CS:GO"

@@ -10,7 +10,8 @@ its noun for "how many" (an ordinal read as the count so far: "my fourth win" - 
 title or a name for "which"/"who"/"what book", else for "who" the speaker's relative ("my aunt" -
 "Ann's aunt") and for "where" the words a preposition of place opens; for "why" the clause a word
 of cause opens ("because ..."); and for list questions ("what activities ...") one short phrase
-from each of the best few messages. Times
+from each of the best few messages, or, where a message enumerates things ("sit, stay, paw, and
+rollover"), every item of the enumeration nearest the question's words. Times
 ("when ...") and durations are read by :mod:`~memtrace_otel.bench.systems.temporal`.
 """
 
@@ -25,10 +26,11 @@ from memtrace_otel.bench.systems.interfaces import Sentence
 from memtrace_otel.bench.systems.time_expressions import month_number
 from memtrace_otel.text import CHAT_STOPWORDS, MONTH_NAMES, MONTHS, NUMBER_WORDS, stem
 
-__all__ = ["Doc", "Question", "Text", "Word", "analysed", "list_answer", "parse_question", "phrase",
-           "titled", "word_key"]
+__all__ = ["Doc", "Question", "Text", "Word", "analysed", "enumerations", "list_answer", "parse_question",
+           "phrase", "titled", "word_key"]
 
-_TOKEN = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*|[\"“”]|[.,;:!?()\[\]—–]|(?<= )-(?= )")
+# A colon between letters or digits stays inside the word: "CS:GO", "10:30".
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:['’:-][A-Za-z0-9]+)*|[\"“”]|[.,;:!?()\[\]—–]|(?<= )-(?= )")
 _BREAK = frozenset('.;:!?()[]—–-"“”')
 _QUOTE = frozenset('"“”')
 
@@ -118,6 +120,10 @@ _MANNER_COSTS = {"content": 0.0, "light": 1.0, "filler": 0.0}
 # best score they need, items, words per item.
 _LENGTH = {"what": 4, "list": 3, "manner": 5, "reason": 6, "who": 3, "where": 3, "name": 4, "number": 3}
 _LIST_SCAN, _LIST_SHARE, _LIST_ITEMS, _LIST_WORDS = 20, 0.8, 4, 2
+# Words that join the items of an enumeration ("pottery, camping and swimming"), and the words an
+# item may open with that are not part of it ("running or playing [my] violin").
+_JOINERS = _wordset(", and or &")
+_DETERMINERS = _wordset("a an the my your his her our their its some")
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,13 +291,19 @@ def phrase(query: Question, doc: Doc, limit: int | None = None) -> str:
     # A yes/no question ("Is Deborah married?") is an inference an extractive reader cannot make:
     # answering "Yes" whenever a sentence matches would pass without reading anything. It gets the
     # sentence's words like any other question (and fails the judge, a natural failure).
-    words = doc.text.words
+    own = words = doc.text.words
     if doc.after is not None and query.fresh(doc.text) <= _THIN:
         # The sentence only sets the scene ("Last Fri I took my kids to a pottery workshop."):
         # what happened there is in the next one.
         words = (*words, *doc.after.text.words)
     if query.kind == "reason":
-        words = _because(words)
+        own, words = _because(own), _because(words)
+    if words is not own:
+        # A name or number the sentence itself says answers before any the next one lends
+        # ("I watched The Godfather last night." - "I'm gonna make him an offer ...").
+        typed = _typed_phrase(query, own, _distances(query, own), doc.sentence.speaker)
+        if typed:
+            return typed
     near = _distances(query, words)
     typed = _typed_phrase(query, words, near, doc.sentence.speaker)
     return typed or _nearest(query, words, near, limit or _LENGTH.get(query.kind, 4)) or doc.sentence.text
@@ -335,12 +347,14 @@ def _nearest(query: Question, words: tuple[Word, ...], near: list[float], limit:
         if words[i].key not in seen:  # a word said twice is said once
             seen.add(words[i].key)
             ranked.append(i)
-    chosen = sorted(ranked[:limit])
+    chosen = ranked[:limit]
     if query.head is not None:
-        # "what kind of event": the kind and the noun together ("marching event").
-        heads = (i + 1 for i in chosen if i + 1 < len(words) and words[i + 1].key == query.head)
-        chosen = sorted({*chosen, *heads})
-    return " ".join(_clean(words[i].text) for i in chosen)
+        # "what kind of event": the kind and the noun together ("marching event"), the noun counted
+        # in the limit (the farthest words make room), or the answer grows past what it would be.
+        heads = {i + 1 for i in chosen if i + 1 < len(words) and words[i + 1].key == query.head}
+        if heads:
+            chosen = [*[i for i in chosen if i not in heads][:max(1, limit - len(heads))], *heads]
+    return " ".join(_clean(words[i].text) for i in sorted(chosen))
 
 
 def _typed_phrase(query: Question, words: tuple[Word, ...], near: list[float], speaker: str) -> str | None:
@@ -448,17 +462,82 @@ def _clean(token: str) -> str:
 
 
 def list_answer(query: Question, docs: list[Doc]) -> str:
-    """One short phrase from each of the best few messages: a list gathered across the conversation."""
+    """A list gathered across the conversation: from each of the best few messages, the items of
+    the enumeration nearest the question's words when the sentence enumerates, else one short
+    phrase."""
     top = docs[0].score
     picked: list[str] = []
     seen: set[str] = set()
     for doc in docs[:_LIST_SCAN]:
-        if (picked and doc.score <= _LIST_SHARE * top) or len(picked) == _LIST_ITEMS:
+        if (picked and doc.score <= _LIST_SHARE * top) or len(picked) >= _LIST_ITEMS:
             break
         if doc.sentence.dia_id in seen:
             continue
         seen.add(doc.sentence.dia_id)
-        item = phrase(query, doc, _LIST_WORDS)
-        if item.lower() not in (p.lower() for p in picked):
-            picked.append(item)
+        words = doc.text.words
+        found = enumerations(query, words)
+        if found:
+            near = _distances(query, words)
+            nearest = min(found, key=lambda items: min(near[i] for item in items for i in item))
+            items = [" ".join(_clean(words[i].text) for i in item) for item in nearest]
+        else:
+            items = [phrase(query, doc, _LIST_WORDS)]
+        for item in items:
+            if item.lower() not in (p.lower() for p in picked):
+                picked.append(item)
     return ", ".join(picked)
+
+
+def enumerations(query: Question, words: tuple[Word, ...]) -> list[list[list[int]]]:
+    """The enumerations a sentence makes: runs of words joined by commas, "and" or "or", each item
+    (at most ``_LIST_WORDS`` words, as word indices) with the words the question says left out.
+
+    A run longer than an item ("essential oils add warmth") ends the enumeration before it with its
+    first words and opens the next with its last ("Candles and [essential oils] add [warmth] and calm").
+
+    >>> q = parse_question("What tricks do Ann's dogs know?", {"Ann"})
+    >>> w = analysed("They do tricks like sit, stay, paw, and rollover.").words
+    >>> [[" ".join(w[i].text for i in item) for item in found] for found in enumerations(q, w)]
+    [['sit', 'stay', 'paw', 'rollover']]
+    """
+    runs: list[list[int]] = []
+    joined: list[bool] = []  # joined[k]: only joiners stand between runs[k] and runs[k + 1]
+    run: list[int] = []
+    plain, joiner = True, False  # since the last run: nothing but joiners; at least one joiner
+    for i, w in enumerate(words):
+        lower = w.text.lower()
+        if lower in _DETERMINERS:
+            continue
+        if w.key and w.role != "stop" and lower not in _JOINERS:
+            if not run:
+                if runs:
+                    joined.append(plain and joiner)
+                plain, joiner = True, False
+            run.append(i)
+            continue
+        if run:
+            runs.append(run)
+            run = []
+        if lower in _JOINERS:
+            joiner = True
+        else:
+            plain = False
+    if run:
+        runs.append(run)
+    found: list[list[list[int]]] = []
+    current: list[list[int]] = []
+    for k, run in enumerate(runs):
+        before, after = k > 0 and joined[k - 1], k < len(joined) and joined[k]
+        if not before:
+            found.append(current)
+            current = []
+        if len(run) <= _LIST_WORDS:
+            current.append(run)
+            continue
+        if before:
+            current.append(run[:_LIST_WORDS])
+        found.append(current)
+        current = [run[-_LIST_WORDS:]] if after else []
+    found.append(current)
+    kept = ([[i for i in item if not query.knows(words[i])] for item in items] for items in found)
+    return [items for items in ([item for item in items if item] for items in kept) if len(items) >= 2]
