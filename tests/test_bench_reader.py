@@ -226,6 +226,11 @@ def test_the_noun_a_what_kind_question_asks_about_counts_in_the_answers_length()
     answer = ExtractiveAnswerer().answer("What course did Jolene sign up for?", context).text
     assert "meditation course" in answer and len(answer.split()) <= 4
     assert _passes(answer, "meditation")
+    # The farthest words make room for the noun, never the word it follows.
+    query = parse_question("What kind of cookies did Jolene bake?", {"Jolene", "Deborah"})
+    text = "[shares a photo of four chocolate chip cookies on a baking sheet]"
+    doc = Doc(Sentence("D1:1", "Jolene", "1 May 2023", text), "u", 0, analysed(text), False, [])
+    assert phrase(query, doc, 2) == "chip cookies"
 
 
 def test_a_name_the_sentence_says_answers_before_one_the_next_sentence_lends() -> None:

@@ -122,7 +122,7 @@ _LENGTH = {"what": 4, "list": 3, "manner": 5, "reason": 6, "who": 3, "where": 3,
 _LIST_SCAN, _LIST_SHARE, _LIST_ITEMS, _LIST_WORDS = 20, 0.8, 4, 2
 # Words that join the items of an enumeration ("pottery, camping and swimming"), and the words an
 # item may open with that are not part of it ("running or playing [my] violin").
-_JOINERS = _wordset(", and or &")
+_JOINERS = _wordset(", and or")
 _DETERMINERS = _wordset("a an the my your his her our their its some")
 
 
@@ -350,10 +350,13 @@ def _nearest(query: Question, words: tuple[Word, ...], near: list[float], limit:
     chosen = ranked[:limit]
     if query.head is not None:
         # "what kind of event": the kind and the noun together ("marching event"), the noun counted
-        # in the limit (the farthest words make room), or the answer grows past what it would be.
+        # in the limit: the farthest words make room, but never the word the noun follows.
         heads = {i + 1 for i in chosen if i + 1 < len(words) and words[i + 1].key == query.head}
         if heads:
-            chosen = [*[i for i in chosen if i not in heads][:max(1, limit - len(heads))], *heads]
+            room = max(1, limit - len(heads))
+            spare = [i for i in chosen if i + 1 not in heads]
+            chosen = [*heads, *(i for i in chosen if i + 1 in heads),
+                      *spare[:max(0, room - (len(chosen) - len(spare)))]]
     return " ".join(_clean(words[i].text) for i in sorted(chosen))
 
 
@@ -539,5 +542,9 @@ def enumerations(query: Question, words: tuple[Word, ...]) -> list[list[list[int
         found.append(current)
         current = [run[-_LIST_WORDS:]] if after else []
     found.append(current)
-    kept = ([[i for i in item if not query.knows(words[i])] for item in items] for items in found)
-    return [items for items in ([item for item in items if item] for items in kept) if len(items) >= 2]
+    enumerated = []
+    for items in found:
+        fresh = [kept for item in items if (kept := [i for i in item if not query.knows(words[i])])]
+        if len(fresh) >= 2:
+            enumerated.append(fresh)
+    return enumerated
