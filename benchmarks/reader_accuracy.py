@@ -5,7 +5,8 @@
 Runs each conversation's clean run once (as ``memtrace bench build`` does), remembering the context
 each question was given, then re-reads every context with the reader and the judge. The reader was
 developed on conversations 26, 30, 41 and 42 and checked on 43, 47, 48 and 49 (docs/benchmark.md
-says which later rules were made looking at all eight); a change to it should help both halves. Categories 1, 2 and 4 only (issue 13's target).
+says which later rules were made looking at all eight); a change to it should help both halves.
+Categories 1, 2 and 4 only (issue 13's target).
 
 Two scores: the build's judge (token F1 >= 0.4 on the whole answer), and, as ``locomo``, LoCoMo's
 own scoring, which differs for category 1 only: the answer and the gold split at commas, each gold
