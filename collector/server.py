@@ -1,7 +1,7 @@
 """``memtrace serve`` assembled: configuration, the service, its receivers and its exporter.
 
-:class:`ServeConfig` is the whole configuration (the CLI maps its options and
-environment variables onto it); :func:`build_server` wires the parts without
+:class:`ServeConfig` (``serve_config.py``) is the whole configuration (the CLI's options and
+the environment variables are built from its fields); :func:`build_server` wires the parts without
 binding anything until :meth:`MemtraceServer.start`, so the wiring can be
 tested without sockets.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -18,63 +17,18 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.memory import MemoryGuard
+from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.config import backend_bounds_from_env
 from memtrace_otel.content.resolve import ContentResolver
-from memtrace_otel.content.store import open_store
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.model import SpanRecord
-from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
 
 _logger = logging.getLogger(__name__)
 _MIB = 1 << 20
-_MIN_MEMORY_MIB = 128
-
-
-@dataclass(slots=True)
-class ServeConfig:
-    """Everything ``memtrace serve`` can be told. Ports 0 pick free ones; ``None`` turns a receiver off."""
-
-    host: str = "127.0.0.1"
-    grpc_port: int | None = 14317
-    http_port: int | None = 14318
-    settle_seconds: float = 10.0
-    memory_limit_mib: int = 512
-    max_request_mib: int = 16
-    backend_otlp: str | None = None
-    backend_protocol: str = "http/protobuf"
-    jaeger_url: str | None = None
-    tempo_url: str | None = None
-    engine: str = "lineage"
-    content_store: str | None = None
-    """Directory or fsspec URL the spans' content references point into (``--content-store``)."""
-    store_lookback: float = DEFAULT_LOOKBACK_SECONDS
-    """Seconds before a failure searched for traces using the same memory store; 0 = links only."""
-
-    def validate(self) -> None:
-        """``ValueError`` naming the first bad setting."""
-        if self.settle_seconds < 0:
-            raise ValueError("settle time must be >= 0 seconds")
-        if self.store_lookback < 0:
-            raise ValueError("store lookback must be >= 0 seconds (0 follows span links only)")
-        if self.memory_limit_mib < _MIN_MEMORY_MIB:
-            raise ValueError(f"memory limit must be >= {_MIN_MEMORY_MIB} MiB (the service alone takes ~60)")
-        if self.max_request_mib < 1 or self.max_request_mib * 4 > self.memory_limit_mib:
-            raise ValueError("max request size must be >= 1 MiB and at most a quarter of the memory limit")
-        if self.backend_protocol not in ("grpc", "http/protobuf"):
-            raise ValueError(f"backend protocol {self.backend_protocol!r} is not grpc or http/protobuf")
-        if self.grpc_port is None and self.http_port is None:
-            raise ValueError("both receivers are off: give a gRPC or an HTTP port")
-        for name, port in (("gRPC", self.grpc_port), ("HTTP", self.http_port)):
-            if port is not None and not 0 <= port <= 65535:
-                raise ValueError(f"{name} port {port} is not in 0..65535")
-        if self.jaeger_url and self.tempo_url:
-            raise ValueError("give either a Jaeger or a Tempo query URL, not both")
-        if self.content_store is not None:
-            open_store(self.content_store)  # ContentStoreError (a ValueError) names a bad path or URL
 
 
 def otlp_exporter(endpoint: str | None, protocol: str) -> SpanExporter:

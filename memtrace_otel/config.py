@@ -6,15 +6,19 @@ constructor argument raises :class:`ValueError` (the SDK's convention).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
+    "DEFAULT_STORE_LOOKBACK_SECONDS",
     "ENV_BACKEND_DEADLINE",
+    "ENV_BACKEND_OTLP",
     "ENV_BACKEND_TIMEOUT",
     "ENV_CAPTURE_CONTENT",
     "ENV_CONTENT_MAX_CHARS",
@@ -25,10 +29,19 @@ __all__ = [
     "ENV_LOCOMO_DIR",
     "ENV_MAX_INPUT_BYTES",
     "ENV_OPENAI_API_KEY",
+    "ENV_OPENAI_API_KEY_FALLBACK",
     "ENV_OPENAI_BASE_URL",
+    "ENV_OPENAI_BASE_URL_FALLBACK",
     "ENV_OPENAI_MODEL",
+    "ENV_SERVE_GRPC_PORT",
+    "ENV_SERVE_HOST",
+    "ENV_SERVE_HTTP_PORT",
+    "ENV_SERVE_MEMORY_MIB",
+    "ENV_SERVE_SETTLE",
+    "ENV_STORE_LOOKBACK",
     "ENV_TEMPO_URL",
     "ContentCapture",
+    "Setting",
     "backend_bounds_from_env",
     "content_capture_from_env",
     "content_max_chars_from_env",
@@ -37,7 +50,11 @@ __all__ = [
     "env_seconds",
     "locomo_dir",
     "max_input_bytes_from_env",
+    "setting",
+    "settings",
+    "settings_from_env",
     "upload_base_path_from_env",
+    "value_type",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -71,6 +88,29 @@ ENV_OPENAI_MODEL = "MEMTRACE_OPENAI_MODEL"
 """Model name for LLM engines and LLM steps."""
 ENV_OPENAI_API_KEY = "MEMTRACE_OPENAI_API_KEY"
 """API key (falls back to ``OPENAI_API_KEY``)."""
+ENV_OPENAI_BASE_URL_FALLBACK = "OPENAI_BASE_URL"
+"""The OpenAI client's own endpoint variable, read when ``MEMTRACE_OPENAI_BASE_URL`` is unset."""
+ENV_OPENAI_API_KEY_FALLBACK = "OPENAI_API_KEY"
+"""The OpenAI client's own key variable, read when ``MEMTRACE_OPENAI_API_KEY`` is unset."""
+
+# memtrace serve (collector/serve_config.py's ServeConfig binds its fields to these).
+ENV_SERVE_HOST = "MEMTRACE_SERVE_HOST"
+"""Address ``memtrace serve``'s receivers bind to (``--host``)."""
+ENV_SERVE_GRPC_PORT = "MEMTRACE_SERVE_GRPC_PORT"
+"""OTLP/gRPC port of ``memtrace serve`` (``--grpc-port``; -1 turns the receiver off)."""
+ENV_SERVE_HTTP_PORT = "MEMTRACE_SERVE_HTTP_PORT"
+"""OTLP/HTTP port of ``memtrace serve`` (``--http-port``; -1 turns the receiver off)."""
+ENV_SERVE_SETTLE = "MEMTRACE_SERVE_SETTLE"
+"""Seconds a trace must be quiet before ``memtrace serve`` judges it (``--settle``)."""
+ENV_SERVE_MEMORY_MIB = "MEMTRACE_SERVE_MEMORY_MIB"
+"""``memtrace serve``'s memory limit in MiB (``--memory-limit``)."""
+ENV_BACKEND_OTLP = "MEMTRACE_BACKEND_OTLP"
+"""OTLP endpoint annotation spans are exported to by ``memtrace serve`` (``--backend-otlp``)."""
+ENV_STORE_LOOKBACK = "MEMTRACE_STORE_LOOKBACK"
+"""Seconds before a failure ``memtrace serve`` searches for traces that used its memory stores."""
+
+DEFAULT_STORE_LOOKBACK_SECONDS = 7 * 24 * 3600.0
+"""How far back ``serve`` searches a store's traces: memories outlive sessions, a week covers most."""
 
 _DEFAULT_CONTENT_MAX_CHARS = 4096
 _DEFAULT_BACKEND_TIMEOUT = 10.0
@@ -200,3 +240,82 @@ def locomo_dir() -> str:
         if os.path.isdir(candidate):
             return candidate
     return os.path.normpath(os.path.join(os.getcwd(), _LOCOMO_RELATIVE))
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one field of a configuration dataclass is given from outside: its command-line option,
+    environment variable and help. The field's default is the one default; the CLI's options are
+    built from these (``cli/serve_cmd.py``), so no default or variable name is written twice."""
+
+    option: str
+    """The long option, e.g. ``--grpc-port``."""
+    help: str
+    env: str | None = None
+    """The environment variable read when the option is not given."""
+    minimum: float | None = None
+    """Smallest accepted value of a number (the CLI refuses less as a usage error)."""
+    choices: tuple[str, ...] = ()
+    off: int | None = None
+    """A number that stands for ``None`` (a port of -1 turns its receiver off)."""
+    metavar: str | None = None
+
+
+_SETTING = "memtrace.setting"
+
+
+def setting(default: Any, **spec: Any) -> Any:
+    """A dataclass field with ``default`` and a :class:`Setting` built from ``spec``."""
+    return dataclasses.field(default=default, metadata={_SETTING: Setting(**spec)})
+
+
+def settings(cls: type) -> list[tuple[dataclasses.Field[Any], Setting]]:
+    """The fields of dataclass ``cls`` that carry a :class:`Setting`, in declaration order."""
+    return [(f, f.metadata[_SETTING]) for f in dataclasses.fields(cls) if _SETTING in f.metadata]
+
+
+def value_type(field: dataclasses.Field[Any]) -> type:
+    """The type a setting's text is parsed to: its default's (``str`` for a ``None`` default)."""
+    return str if field.default is None else type(field.default)
+
+
+def settings_from_env(cls: type) -> dict[str, Any]:
+    """Field name -> value for each setting of ``cls`` whose environment variable is set.
+
+    Raises
+    ------
+    ValueError
+        One line naming the variable and what it should hold.
+
+    >>> import os
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Demo:
+    ...     port: int = setting(80, option="--port", help="", env="DEMO_PORT", off=-1)
+    >>> os.environ["DEMO_PORT"] = "-1"
+    >>> settings_from_env(Demo)
+    {'port': None}
+    >>> os.environ["DEMO_PORT"] = "eighty"
+    >>> settings_from_env(Demo)
+    Traceback (most recent call last):
+    ...
+    ValueError: DEMO_PORT='eighty' is not an integer
+    >>> del os.environ["DEMO_PORT"]
+    """
+    found: dict[str, Any] = {}
+    for field, spec in settings(cls):
+        raw = os.environ.get(spec.env) if spec.env else None
+        if raw is None or raw.strip() == "":
+            continue
+        kind = value_type(field)
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            wanted = {int: "an integer", float: "a number"}.get(kind, "a string")
+            raise ValueError(f"{spec.env}={raw!r} is not {wanted}") from None
+        if spec.minimum is not None and value < spec.minimum and value != spec.off:
+            raise ValueError(f"{spec.env}={raw!r} is below {spec.minimum:g}")
+        if spec.choices and value not in spec.choices:
+            raise ValueError(f"{spec.env}={raw!r} is not one of {', '.join(spec.choices)}")
+        found[field.name] = None if spec.off is not None and value == spec.off else value
+    return found

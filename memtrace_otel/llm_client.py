@@ -29,7 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
+from memtrace_otel.config import (
+    ENV_OPENAI_API_KEY,
+    ENV_OPENAI_API_KEY_FALLBACK,
+    ENV_OPENAI_BASE_URL,
+    ENV_OPENAI_BASE_URL_FALLBACK,
+    ENV_OPENAI_MODEL,
+)
 from memtrace_otel.suppress import suppress_instrumentation
 
 __all__ = [
@@ -159,9 +165,9 @@ class LLMClient:
             raise ValueError("attempts must be >= 1")
         if retry_delay < 0:
             raise ValueError("retry_delay must be >= 0")
-        self.base_url = base_url or _first_env(ENV_OPENAI_BASE_URL, "OPENAI_BASE_URL")
+        self.base_url = base_url or _first_env(ENV_OPENAI_BASE_URL, ENV_OPENAI_BASE_URL_FALLBACK)
         self.model = model or _first_env(ENV_OPENAI_MODEL) or _DEFAULT_MODEL
-        self.api_key = api_key or _first_env(ENV_OPENAI_API_KEY, "OPENAI_API_KEY")
+        self.api_key = api_key or _first_env(ENV_OPENAI_API_KEY, ENV_OPENAI_API_KEY_FALLBACK)
         if self.api_key is None and self.base_url:
             self.api_key = _LOCAL_KEY
         self.timeout = timeout

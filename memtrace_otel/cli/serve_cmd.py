@@ -6,57 +6,60 @@ that used the same memory stores and the traces they link to) and writes the
 verdicts back to the trace backend as spans.
 Runs until SIGINT/SIGTERM, then drains: what has arrived is attributed and
 exported before it exits. ``collector/README.md`` shows the Collector configs.
+
+The options are built from :class:`~memtrace_otel.collector.serve_config.ServeConfig`'s fields:
+their defaults, environment variables and help are written there once.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from memtrace_otel.cli.common import check_one_backend, content_store_option, stderr
-from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
+from memtrace_otel.cli.common import check_one_backend, stderr
+from memtrace_otel.collector.serve_config import ServeConfig
+from memtrace_otel.config import settings, value_type
 
 __all__ = ["serve_command"]
 
 
-def _port(value: int) -> int | None:
-    return None if value < 0 else value
+def _click_type(kind: type, minimum: float | None, choices: tuple[str, ...]) -> Any:
+    if choices:
+        return click.Choice(list(choices))
+    if kind is int:
+        return click.IntRange(min=int(minimum)) if minimum is not None else int
+    if kind is float:
+        return click.FloatRange(min=minimum) if minimum is not None else float
+    return str
+
+
+def _config_options(command: Callable[..., None]) -> Callable[..., None]:
+    """One click option per :class:`ServeConfig` setting, named after its field (help order kept)."""
+    for field, spec in reversed(settings(ServeConfig)):
+        default = field.default
+        command = click.option(
+            spec.option, field.name, type=_click_type(value_type(field), spec.minimum, spec.choices),
+            default=default, show_default=default is not None, envvar=spec.env, show_envvar=True,
+            metavar=spec.metavar, help=spec.help,
+        )(command)
+    return command
+
+
+def _config(values: dict[str, Any]) -> ServeConfig:
+    """The options' values as a config: a number a setting calls ``off`` (a port of -1) is ``None``."""
+    for field, spec in settings(ServeConfig):
+        if spec.off is not None and values[field.name] == spec.off:
+            values[field.name] = None
+    return ServeConfig(**values)
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="MEMTRACE_SERVE_HOST",
-              help="Address the receivers bind to (loopback unless you mean otherwise).")
-@click.option("--grpc-port", type=int, default=14317, show_default=True, envvar="MEMTRACE_SERVE_GRPC_PORT",
-              help="OTLP/gRPC port; -1 turns the gRPC receiver off.")
-@click.option("--http-port", type=int, default=14318, show_default=True, envvar="MEMTRACE_SERVE_HTTP_PORT",
-              help="OTLP/HTTP port (POST /v1/traces); -1 turns it off.")
-@click.option("--settle", "settle_seconds", type=click.FloatRange(min=0), default=10.0, show_default=True,
-              envvar="MEMTRACE_SERVE_SETTLE", help="Seconds a trace must be quiet before it is judged.")
-@click.option("--memory-limit", "memory_limit_mib", type=click.IntRange(min=128), default=512,
-              show_default=True, envvar="MEMTRACE_SERVE_MEMORY_MIB",
-              help="MiB; above it, receivers answer with OTLP's retryable 'unavailable'.")
-@click.option("--max-request", "max_request_mib", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Largest accepted request, MiB.")
-@click.option("--backend-otlp", envvar="MEMTRACE_BACKEND_OTLP", metavar="URL",
-              help="OTLP endpoint of the trace backend the annotation spans go to (e.g. http://127.0.0.1:4318).")
-@click.option("--backend-protocol", type=click.Choice(["http/protobuf", "grpc"]), default="http/protobuf",
-              show_default=True, help="Protocol of --backend-otlp.")
-@click.option("--jaeger", "jaeger_url", envvar=ENV_JAEGER_URL, metavar="URL",
-              help="Jaeger query URL to fetch linked traces from (memory written in earlier traces).")
-@click.option("--tempo", "tempo_url", envvar=ENV_TEMPO_URL, metavar="URL",
-              help="Grafana Tempo HTTP API URL to fetch linked traces from instead (e.g. http://127.0.0.1:3200).")
-@click.option("--store-lookback", type=click.FloatRange(min=0), default=7 * 24 * 3600.0, show_default=True,
-              envvar="MEMTRACE_STORE_LOOKBACK", metavar="SECONDS",
-              help="How far before a failure the backend is searched for traces that used the same memory "
-                   "store (a retrieval that missed a memory has no link to it); 0 follows span links only.")
-@click.option("--engine", default="lineage", show_default=True, help="Attribution engine.")
-@content_store_option
-def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: float, memory_limit_mib: int,
-                  max_request_mib: int, backend_otlp: str | None, backend_protocol: str,
-                  jaeger_url: str | None, tempo_url: str | None, store_lookback: float, engine: str,
-                  content_store: str | None) -> None:
+@_config_options
+def serve_command(**values: Any) -> None:
     """Attribute failed traces from an OTLP stream and write the verdicts back as spans."""
     try:
         import grpc  # noqa: F401 - only to tell whether the extra is installed
@@ -64,14 +67,10 @@ def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: flo
     except ImportError:
         raise click.ClickException("`memtrace serve` needs the OTLP receiver and exporter packages: "
                                    "pip install 'memtrace-otel[serve]'") from None
-    from memtrace_otel.collector.server import ServeConfig, build_server
+    from memtrace_otel.collector.server import build_server
 
-    check_one_backend(jaeger_url, tempo_url)
-    config = ServeConfig(host=host, grpc_port=_port(grpc_port), http_port=_port(http_port),
-                         settle_seconds=settle_seconds, memory_limit_mib=memory_limit_mib,
-                         max_request_mib=max_request_mib, backend_otlp=backend_otlp,
-                         backend_protocol=backend_protocol, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                         engine=engine, content_store=content_store, store_lookback=store_lookback)
+    config = _config(values)
+    check_one_backend(config.jaeger_url, config.tempo_url)
     try:
         server = build_server(config)
         server.start()
@@ -82,7 +81,7 @@ def serve_command(host: str, grpc_port: int, http_port: int, settle_seconds: flo
         signal.signal(sig, lambda *_: stop.set())
     addresses = ", ".join(f"{type(r).__name__.removeprefix('OTLP').removesuffix('Receiver')} "
                           f"{r.address[0]}:{r.address[1]}" for r in server.receivers)  # type: ignore[attr-defined]
-    stderr.print(f"memtrace serve: listening ({addresses}); settle {settle_seconds:g}s; Ctrl-C stops")
+    stderr.print(f"memtrace serve: listening ({addresses}); settle {config.settle_seconds:g}s; Ctrl-C stops")
     stop.wait()
     stderr.print("memtrace serve: draining (attributing what arrived, exporting annotations)")
     drained = server.stop(timeout=30.0)

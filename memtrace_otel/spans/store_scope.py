@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from memtrace_otel.config import DEFAULT_STORE_LOOKBACK_SECONDS
 from memtrace_otel.semconv import WRITEBACK_SCOPE, GenAI
 from memtrace_otel.spans.backend import TraceBackend, TraceSearch
 from memtrace_otel.spans.model import Problem, SpanRecord
@@ -24,8 +25,8 @@ from memtrace_otel.spans.readers import SpanReadResult
 
 __all__ = ["StoreFetch", "StoreUse", "fetch_store_traces", "stores_used"]
 
-DEFAULT_LOOKBACK_SECONDS = 7 * 24 * 3600.0
-"""How far back a store's traces are searched: memories outlive sessions, a week covers most."""
+DEFAULT_LOOKBACK_SECONDS = DEFAULT_STORE_LOOKBACK_SECONDS
+"""How far back a store's traces are searched (defined in :mod:`memtrace_otel.config`)."""
 DEFAULT_LIMIT = 200
 """Traces per store and search: bounds the work of one failure on a busy store."""
 

@@ -1,0 +1,112 @@
+"""``memtrace serve``'s configuration: every setting once, with its default, option and variable.
+
+:class:`ServeConfig` is the one source: each field's default is the default, and its
+:class:`~memtrace_otel.config.Setting` names the command-line option and the environment
+variable (defined in :mod:`memtrace_otel.config`). ``memtrace serve`` builds its click options
+from these fields (``cli/serve_cmd.py``); library users get the same values with
+:meth:`ServeConfig.from_env`. Kept apart from ``server.py`` so the CLI can read the settings
+without importing the service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memtrace_otel.config import (
+    DEFAULT_STORE_LOOKBACK_SECONDS,
+    ENV_BACKEND_OTLP,
+    ENV_CONTENT_STORE,
+    ENV_JAEGER_URL,
+    ENV_SERVE_GRPC_PORT,
+    ENV_SERVE_HOST,
+    ENV_SERVE_HTTP_PORT,
+    ENV_SERVE_MEMORY_MIB,
+    ENV_SERVE_SETTLE,
+    ENV_STORE_LOOKBACK,
+    ENV_TEMPO_URL,
+    setting,
+    settings_from_env,
+)
+from memtrace_otel.content.store import open_store
+
+__all__ = ["MIN_MEMORY_MIB", "ServeConfig"]
+
+MIN_MEMORY_MIB = 128
+"""The smallest memory limit: the service alone takes ~60 MiB."""
+BACKEND_PROTOCOLS = ("http/protobuf", "grpc")
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    """Everything ``memtrace serve`` can be told. Ports 0 pick free ones; ``None`` turns a receiver off."""
+
+    host: str = setting("127.0.0.1", option="--host", env=ENV_SERVE_HOST,
+                        help="Address the receivers bind to (loopback unless you mean otherwise).")
+    grpc_port: int | None = setting(14317, option="--grpc-port", env=ENV_SERVE_GRPC_PORT, off=-1,
+                                    help="OTLP/gRPC port; -1 turns the gRPC receiver off.")
+    http_port: int | None = setting(14318, option="--http-port", env=ENV_SERVE_HTTP_PORT, off=-1,
+                                    help="OTLP/HTTP port (POST /v1/traces); -1 turns it off.")
+    settle_seconds: float = setting(10.0, option="--settle", env=ENV_SERVE_SETTLE, minimum=0,
+                                    help="Seconds a trace must be quiet before it is judged.")
+    memory_limit_mib: int = setting(
+        512, option="--memory-limit", env=ENV_SERVE_MEMORY_MIB, minimum=MIN_MEMORY_MIB,
+        help="MiB; above it, receivers answer with OTLP's retryable 'unavailable'.")
+    max_request_mib: int = setting(16, option="--max-request", minimum=1,
+                                   help="Largest accepted request, MiB.")
+    backend_otlp: str | None = setting(
+        None, option="--backend-otlp", env=ENV_BACKEND_OTLP, metavar="URL",
+        help="OTLP endpoint of the trace backend the annotation spans go to (e.g. http://127.0.0.1:4318).")
+    backend_protocol: str = setting("http/protobuf", option="--backend-protocol", choices=BACKEND_PROTOCOLS,
+                                    help="Protocol of --backend-otlp.")
+    jaeger_url: str | None = setting(
+        None, option="--jaeger", env=ENV_JAEGER_URL, metavar="URL",
+        help="Jaeger query URL to fetch linked traces from (memory written in earlier traces).")
+    tempo_url: str | None = setting(
+        None, option="--tempo", env=ENV_TEMPO_URL, metavar="URL",
+        help="Grafana Tempo HTTP API URL to fetch linked traces from instead (e.g. http://127.0.0.1:3200).")
+    store_lookback: float = setting(
+        DEFAULT_STORE_LOOKBACK_SECONDS, option="--store-lookback", env=ENV_STORE_LOOKBACK, minimum=0,
+        metavar="SECONDS",
+        help="How far before a failure the backend is searched for traces that used the same memory "
+             "store (a retrieval that missed a memory has no link to it); 0 follows span links only.")
+    """Seconds before a failure searched for traces using the same memory store; 0 = links only."""
+    engine: str = setting("lineage", option="--engine", help="Attribution engine.")
+    content_store: str | None = setting(
+        None, option="--content-store", env=ENV_CONTENT_STORE, metavar="PATH_OR_URL",
+        help="Content store the spans' references point into (a directory, or an fsspec URL such as "
+             "s3://bucket/prefix): variable contents the spans left there are read back.")
+    """Directory or fsspec URL the spans' content references point into (``--content-store``)."""
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ServeConfig:
+        """The defaults, then the environment variables that are set, then ``overrides``.
+
+        Raises
+        ------
+        ValueError
+            A variable that does not parse (one line naming it).
+        """
+        return cls(**{**settings_from_env(cls), **overrides})
+
+    def validate(self) -> None:
+        """``ValueError`` naming the first bad setting."""
+        if self.settle_seconds < 0:
+            raise ValueError("settle time must be >= 0 seconds")
+        if self.store_lookback < 0:
+            raise ValueError("store lookback must be >= 0 seconds (0 follows span links only)")
+        if self.memory_limit_mib < MIN_MEMORY_MIB:
+            raise ValueError(f"memory limit must be >= {MIN_MEMORY_MIB} MiB (the service alone takes ~60)")
+        if self.max_request_mib < 1 or self.max_request_mib * 4 > self.memory_limit_mib:
+            raise ValueError("max request size must be >= 1 MiB and at most a quarter of the memory limit")
+        if self.backend_protocol not in BACKEND_PROTOCOLS:
+            raise ValueError(f"backend protocol {self.backend_protocol!r} is not grpc or http/protobuf")
+        if self.grpc_port is None and self.http_port is None:
+            raise ValueError("both receivers are off: give a gRPC or an HTTP port")
+        for name, port in (("gRPC", self.grpc_port), ("HTTP", self.http_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} port {port} is not in 0..65535")
+        if self.jaeger_url and self.tempo_url:
+            raise ValueError("give either a Jaeger or a Tempo query URL, not both")
+        if self.content_store is not None:
+            open_store(self.content_store)  # ContentStoreError (a ValueError) names a bad path or URL
