@@ -35,11 +35,11 @@ from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, SpanRecord, reco
 try:
     from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans as _upstream_encode
 except ImportError:  # pragma: no cover - the package is optional; the fallback writes the same shape
-    _upstream_encode = None
+    _upstream_encode = None  # type: ignore[assignment]
 try:  # several times faster than json.dumps on these documents
     from orjson import dumps as _orjson_dumps
 except ImportError:  # pragma: no cover
-    _orjson_dumps = None
+    _orjson_dumps = None  # type: ignore[assignment]
 
 __all__ = ["OTLPJsonLinesSpanExporter", "encode_any_value", "encode_readable_spans", "encode_traces_data"]
 

@@ -21,7 +21,7 @@ try:  # the contrib helper also suppresses HTTP instrumentation; prefer it when 
         suppress_instrumentation as _contrib_suppress,
     )
 except ImportError:  # pragma: no cover - depends on the environment
-    _contrib_suppress = None
+    _contrib_suppress = None  # type: ignore[assignment]
 
 _SUPPRESS_KEY: Any = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
 _SUPPRESS_HTTP_KEY: Any = getattr(

@@ -135,7 +135,8 @@ def _sessions(data: dict[str, object]) -> list[Session]:
 
 def _questions(data: dict[str, object]) -> list[QA]:
     questions = []
-    for index, raw in enumerate(data.get("qa") or []):
+    listed = data.get("qa")
+    for index, raw in enumerate(listed if isinstance(listed, list) else []):
         if not isinstance(raw, dict):
             continue
         answer = raw.get("answer", raw.get("adversarial_answer", ""))

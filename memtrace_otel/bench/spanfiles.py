@@ -18,9 +18,9 @@ _SPANS_PER_LINE = 500
 def write_span_file(path: str, records: Sequence[SpanRecord]) -> None:
     """Write ``records`` to ``path`` as OTLP/JSON lines, one ``TracesData`` per 500 spans."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    options = {"compresslevel": 1} if path.endswith(".gz") else {}
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8", **options) as out:  # type: ignore[operator]
+    gz = path.endswith(".gz")
+    with (gzip.open(path, "wt", encoding="utf-8", compresslevel=1) if gz
+          else open(path, "w", encoding="utf-8")) as out:
         for start in range(0, len(records), _SPANS_PER_LINE):
             chunk = records[start:start + _SPANS_PER_LINE]
             out.write(json.dumps(encode_traces_data(chunk), separators=(",", ":")) + "\n")

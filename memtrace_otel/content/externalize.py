@@ -24,7 +24,9 @@ EVALUATION_TEXT_KEYS: dict[str, str] = {
 
 
 class _Record(Protocol):
-    attributes: MutableMapping[str, Any]
+    # A read-only member (the dict itself is changed in place), so SpanRecord's dict[str, ...] matches.
+    @property
+    def attributes(self) -> MutableMapping[str, Any]: ...
 
 
 S = TypeVar("S", bound=_Record)
@@ -43,7 +45,8 @@ class _Writer:
     """Writes each text once per run (the store skips what it has across runs)."""
 
     def __init__(self, store: RefStore) -> None:
-        self.store, self.seen = store, set()
+        self.store = store
+        self.seen: set[str] = set()
 
     def __call__(self, digest: str, text: str) -> None:
         if digest not in self.seen:

@@ -104,8 +104,8 @@ def lineage_data(lineage: LineageSlice, layout: Layout, table: StringTable, *,
     s = table.index
     bands = [[s(b.trace_id or None), round(b.x0), round(b.x1),
               s(linker(b.trace_id, None) if b.trace_id else None)] for b in layout.bands]
-    position = {}
-    nodes = []
+    position: dict[str, int] = {}
+    nodes: list[list[Any]] = []
     for node in lineage.nodes:
         x, y = layout.positions[node.id]
         position[node.id] = len(nodes)

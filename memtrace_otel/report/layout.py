@@ -110,7 +110,8 @@ def layered_layout(lineage: LineageSlice) -> Layout:
     column, ranges = _columns(lineage)
     row = _rows(lineage, column)
     step_x, step_y = NODE_WIDTH + COLUMN_GAP, NODE_HEIGHT + ROW_GAP
-    positions = {n: (BAND_PAD + c * step_x, TOP + row[n] * step_y) for n, c in column.items()}
+    positions: dict[str, tuple[float, float]] = {
+        n: (BAND_PAD + c * step_x, TOP + row[n] * step_y) for n, c in column.items()}
     bands = [Band(b, lo * step_x, hi * step_x - COLUMN_GAP + 2 * BAND_PAD - 4)
              for b, (lo, hi) in ranges.items()]
     columns = max(column.values(), default=-1) + 1

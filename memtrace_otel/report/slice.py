@@ -157,7 +157,7 @@ def _candidate_nodes(G: nx.DiGraph, core: list[str], evidence: list[str], answer
                      upstream: set[str]) -> set[str]:
     """The core, the answer's own trace, everything between the evidence and the answer, one hop around."""
     keep = set(core)
-    if answer in G:
+    if answer is not None and answer in G:
         keep |= _question_trace(G, answer, upstream)
         keep |= _reachable_within(G, [m for m in evidence if m in upstream], upstream)
     frontier = set(core)
@@ -366,7 +366,7 @@ def _edges(G: nx.DiGraph, keep: set[str], folded: dict[str, str], path: set[str]
         # thousands of edges that fold into a few hundred, so the set of targets is built before any
         # Python-level loop. Both results below are sorted, so the walk's order does not matter.
         a = folded.get(u, u)
-        targets = set(map(folded.get, *itertools.tee(G._succ[u].keys() & keep)))
+        targets: set[str] = set(map(folded.get, *itertools.tee(G._succ[u].keys() & keep)))  # type: ignore[arg-type]
         targets.discard(a)
         edges.update(zip(itertools.repeat(a), targets))
     drawn = len(set(folded.values())) + len(keep) - len(folded)

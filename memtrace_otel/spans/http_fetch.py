@@ -42,7 +42,7 @@ try:  # orjson bounds nesting (1024) without recursing; json would raise Recursi
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover
     _JSONError = ValueError  # type: ignore[assignment,misc]
-    _loads = json.loads
+    _loads = json.loads  # type: ignore[assignment]
 
 __all__ = [
     "Bounds",

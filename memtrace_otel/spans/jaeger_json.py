@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from memtrace_otel.semconv import MemTrace, MemTraceStep, SmartComment
 from memtrace_otel.spans.anyvalue import BadValue, brief, int64
@@ -76,7 +76,7 @@ def _tag_value(tag: dict[str, Any]) -> Any:
     if kind == "float64":
         if type(value) not in (int, float):
             raise BadValue(f"float64 tag value {brief(value)} is not a number")
-        return float(value)
+        return float(cast(float, value))
     if kind == "bool":
         if type(value) is not bool:
             raise BadValue(f"bool tag value {brief(value)} is not true or false")

@@ -126,7 +126,7 @@ def record_from_readable(span: ReadableSpan, source: str = "live") -> SpanRecord
     >>> record.kind, record.scope_name, record.scope_version
     ('CLIENT', 'app', '1.0')
     """
-    context = span.get_span_context()
+    context = span.context  # a ReadableSpan always has one; get_span_context() is typed Optional
     parent = span.parent
     resource = _resource_attributes(span.resource)
     scope = span.instrumentation_scope

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     import json
 
     _JSONError = ValueError  # type: ignore[assignment,misc]
-    _orjson_loads = None
+    _orjson_loads = None  # type: ignore[assignment]
 
 __all__ = [
     "SPAN_FILE_SUFFIXES",

@@ -156,9 +156,9 @@ class _Document:
     def __init__(self, document: dict[str, Any], where: str, problems: list[Problem]) -> None:
         self.where, self.problems = where, problems
         data = document["data"]
-        self.graph_id = document.get("graph_id") if isinstance(document.get("graph_id"), str) else where
-        self.service = document.get("project_id") if isinstance(document.get("project_id"), str) \
-            else "smartcomment"
+        graph_id, project = document.get("graph_id"), document.get("project_id")
+        self.graph_id: str = graph_id if isinstance(graph_id, str) else where
+        self.service: str = project if isinstance(project, str) else "smartcomment"
         self.nodes = self._index(data, "nodes", "full_node_id")
         self.sessions = self._index(data, "sessions", "session_id")
         self.operations = self._index(data, "operations", "op_id")
@@ -172,7 +172,8 @@ class _Document:
         self.problems.append(Problem(self.where, f"smartcomment {message}"))
 
     def _index(self, data: dict[str, Any], key: str, id_key: str) -> dict[str, dict[str, Any]]:
-        items, out = data.get(key), {}
+        items = data.get(key)
+        out: dict[str, dict[str, Any]] = {}
         if not isinstance(items, list):
             return out
         for number, item in enumerate(items):
@@ -202,7 +203,8 @@ class _Op:
         self.inputs: dict[str, None] = {}
         self.outputs: dict[str, None] = {}
         self.attributes: dict[str, Any] = {}
-        self.session = item.get("session_id") if isinstance(item.get("session_id"), str) else ""
+        session = item.get("session_id")
+        self.session: str = session if isinstance(session, str) else ""
         self.span_id = ""
 
 
@@ -240,6 +242,7 @@ def _lineage(doc: _Document, ops: list[_Op]) -> dict[str, list[tuple[int, str]]]
             source, target = edge.get("source_full_node_id"), edge.get("target_full_node_id")
             if not _endpoint(doc, edge, "source", source) or not _endpoint(doc, edge, "target", target):
                 continue
+            assert isinstance(source, str) and isinstance(target, str)  # _endpoint admits node ids only
             if source != NONE_NODE:
                 op.inputs[source] = None
             if target != NONE_NODE:
@@ -299,7 +302,8 @@ class _Converter:
         node = self.doc.nodes[original]
         raw = node.get("value")
         content = decode_value(raw) if isinstance(raw, str) else ""
-        category = node.get("category") if isinstance(node.get("category"), str) else ""
+        given = node.get("category")
+        category = given if isinstance(given, str) else ""
         kind = VARIABLE_KINDS.get(category, VariableKind.OTHER)
         descriptor = describe(str(kind.value), len(content), content_hash(content), self.vid(copy))
         return descriptor, content, original, category
@@ -495,8 +499,8 @@ class _Annotations:
                 name = parse_variable_id(node)[0]
                 for key in (node, name, name.partition(":")[2]):
                     self.names.setdefault(key, name)
-        name = self.names.get(evidence)
-        return evidence if name is None else f"{self.doc.graph_id}/{name}"
+        known = self.names.get(evidence)
+        return evidence if known is None else f"{self.doc.graph_id}/{known}"
 
     def labels(self, a: dict[str, Any], annotation: dict[str, Any], case: str) -> None:
         error_type, op_id = _text(annotation, "final_error_type"), _text(annotation, "final_op_id")

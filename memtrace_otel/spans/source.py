@@ -16,7 +16,7 @@ import io
 import re
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = ["CHUNK_BYTES", "InputStream", "iter_lines"]
 
@@ -35,16 +35,17 @@ class InputStream:
     """
 
     def __init__(self, raw: BinaryIO, max_bytes: int) -> None:
-        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
-        self.compressed = buffered.peek(2)[:2] == _GZIP_MAGIC  # type: ignore[attr-defined]
-        self._stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb") if self.compressed else buffered
+        # peek() without consuming: a raw file object gets a buffer around it first.
+        buffered: Any = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
+        self.compressed = buffered.peek(2)[:2] == _GZIP_MAGIC
+        self._stream: Any = gzip.GzipFile(fileobj=buffered, mode="rb") if self.compressed else buffered
         self.max_bytes = max_bytes
         self.bytes_read = 0
         self.over_ceiling = False
         self.error = ""
 
     def chunks(self) -> Iterator[bytes]:
-        read1 = self._stream.read1  # type: ignore[attr-defined]
+        read1 = self._stream.read1
         while True:
             room = self.max_bytes - self.bytes_read
             try:
@@ -79,7 +80,9 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes | None]]:
         pos, size = 0, len(chunk)
         while pos < size:
             if not pending and not skipping:
-                end = _BLANK(chunk, pos).end()
+                blank = _BLANK(chunk, pos)
+                assert blank is not None  # a starred pattern always matches
+                end = blank.end()
                 number += chunk.count(b"\n", pos, end)
                 pos, start = end, number
                 if pos == size:

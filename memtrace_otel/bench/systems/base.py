@@ -319,7 +319,8 @@ class MemorySystem(abc.ABC):
         if not units:
             return []
         query = self.components.embedder.embed([question])[0]
-        matrix = np.stack([u.vector for u in units])
+        vectors: list[Any] = [u.vector for u in units]  # every indexed unit has its vector
+        matrix = np.stack(vectors)
         cosine = matrix @ query
         lexical = idf_overlap(frozenset(content_tokens(question)), [u.tokens for u in units])
         scores = [float(c) + lexical_weight * share for c, share in zip(cosine, lexical, strict=True)]

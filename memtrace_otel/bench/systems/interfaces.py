@@ -68,10 +68,15 @@ class ModelSpend(Protocol):
     :class:`Decision`) has these fields; the systems put them on the step's span.
     """
 
-    model: str | None
-    provider: str | None
-    input_tokens: int
-    output_tokens: int
+    # Read-only members, so frozen dataclasses (Verdict, Extraction, Decision) match too.
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def provider(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
 
 
 @dataclass(slots=True)

@@ -99,7 +99,7 @@ def key_sentences(conversation: Conversation, qa: QA) -> tuple[Sentence, ...]:
 
 def verbatim_sentences(conversation: Conversation, keys: Iterable[Sentence]) -> frozenset[tuple[str, str]]:
     """The ``(message id, sentence)`` pairs of the messages the ``keys`` come from."""
-    pairs = set()
+    pairs: set[tuple[str, str]] = set()
     for dia_id in {k.dia_id for k in keys}:
         turn = conversation.turn(dia_id)
         if turn is not None:

@@ -148,7 +148,7 @@ def _lexical(docs: list[Doc], own: list[frozenset[str]], idf: dict[str, float],
 
 def _touched(docs: list[Doc], own: list[frozenset[str]]) -> set[int]:
     """The sentences near one that says a word of the question, or replying to a question that does."""
-    touched = set()
+    touched: set[int] = set()
     for index, found in enumerate(own):
         if found:
             touched.update(range(max(0, index - 2), min(len(docs), index + 3)))
