@@ -140,7 +140,7 @@ def ask(memory: Any, instrumentor: Mem0Instrumentor) -> bool:
         assert tracer is not None
         with tracer.operation("agent.answer", Category.GENERATION) as op:
             op.read(f"question:{QUESTION}", content=QUESTION, kind=VariableKind.QUERY)
-            op.read(context_name(QUESTION))  # what the search returned
+            op.read(context_name(QUESTION, user_id=USER))  # what the search returned
             context = " ".join(m["memory"] for m in found)
             prediction = GOLD if GOLD in context else "I don't know."
             answer = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)

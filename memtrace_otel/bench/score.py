@@ -45,9 +45,10 @@ ERROR_TYPES = [t.value for t in ErrorType]
 NONE_LABEL = "none"
 TOP_K = 3
 DEFAULT_PART = "injected"
-PARTS = ("injected", "natural", "multi", "distractor")
+PARTS = ("injected", "natural", "multi", "distractor", "mem0-real-v1", "mem0-real-v2")
 """The benchmark's parts (a label's ``part``): single injected faults, natural failures labelled by
-counterfactual repair, multi-fault cases, decoy (distractor) cases."""
+counterfactual repair, multi-fault cases, decoy (distractor) cases; the real mem0ai 1.x / 2.x failures
+labelled by counterfactual replay (``memtrace bench mem0``, ``bench/mem0_real/``)."""
 CONTENT_CONDITIONS = ("on", "off", "ref")
 """``--content``: contents on the spans; removed at read time; only in a side store (by reference)."""
 # The evaluation's own texts (question, prediction, gold, explanation) are the failure signal, which

@@ -25,7 +25,7 @@ __all__ = ["bench_group"]
 _BENCH_EXTRA = ("numpy", "wordllama")
 _ERROR_TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
 # Mirrors memtrace_otel.bench.score.PARTS (not imported here: the CLI loads bench modules lazily).
-_PARTS = ("injected", "natural", "multi", "distractor")
+_PARTS = ("injected", "natural", "multi", "distractor", "mem0-real-v1", "mem0-real-v2")
 # Mirrors memtrace_otel.bench.locomo.check_conversation_id, which this module must not import:
 # it needs the [bench] extra, and a bad argument should be reported without it.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -141,6 +141,50 @@ def _print_manifest(manifest: dict[str, Any], out: str) -> None:
                       f"{passed}/{total}")
     stdout.print(table)
     stdout.print(f"natural failures (unlabelled): {manifest['natural_failures']}")
+
+
+@bench_group.command("mem0")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Benchmark directory.")
+@click.option("--mem0-python", "mem0_python", default=None, type=click.Path(dir_okay=False),
+              help="Python of a venv with mem0ai [default: the 1.0.11 venv of .ci/install-mem0-venvs.sh].")
+@click.option("--conversation", "conversations", multiple=True, callback=_plain_ids,
+              help="Only these LoCoMo ids (repeatable) [default: all].")
+@click.option("--max-sessions", type=click.IntRange(1), default=None,
+              help="Only the first N sessions of each.")
+@click.option("--seed", default=0, show_default=True, help="Seed of every fault, record id and span id.")
+@click.option("--jobs", type=click.IntRange(1), default=2, show_default=True, help="Replays run at once.")
+@click.option("--locomo", type=click.Path(file_okay=False), default=None,
+              help="LoCoMo directory [default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo].")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
+def mem0_command(out: str, mem0_python: str | None, conversations: tuple[str, ...], max_sessions: int | None,
+                 seed: int, jobs: int, locomo: str | None, as_json: bool) -> None:
+    """The real-mem0 part: mem0ai in its venv, a simulated LLM, failures labelled by replay."""
+    from memtrace_otel.bench.mem0_real.build import BuildOptions, DriverError, build, default_mem0_python
+
+    python = mem0_python or default_mem0_python()
+    if not os.path.isfile(python):
+        raise click.ClickException(f"no mem0 venv python at {python} (bash .ci/install-mem0-venvs.sh, "
+                                   "or --mem0-python PATH)")
+    if not conversations:
+        from memtrace_otel.bench.locomo import conversation_ids
+
+        try:
+            conversations = tuple(conversation_ids(locomo))
+        except FileNotFoundError as error:
+            raise click.ClickException(str(error)) from None
+    options = BuildOptions(out, python, list(conversations), seed, max_sessions, jobs, locomo,
+                           progress=lambda line: stderr.print(escape(line)))
+    try:
+        manifest = build(options)
+    except (DriverError, FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        print_json(manifest)
+        return
+    stdout.print(f"{manifest['part']}: {manifest['labels']} labels in {manifest['seconds']} s "
+                 f"into {escape(out)}")
+    stdout.print(f"by error type: {manifest['by_error_type']}")
+    stdout.print(f"failures: {manifest['failures']}")
 
 
 @bench_group.command("score")

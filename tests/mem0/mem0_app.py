@@ -69,7 +69,7 @@ def answer(instrumentor: Mem0Instrumentor, memory: Any, *, threshold: float | No
     assert tracer is not None
     with tracer.operation("app.answer", Category.GENERATION) as op:
         op.read(f"question:{QUESTION}", content=QUESTION, kind=VariableKind.QUERY)
-        op.read(context_name(QUESTION))
+        op.read(context_name(QUESTION, user_id=USER))
         prediction = GOLD if GOLD.lower() in context.lower() else "I don't know."
         answer_var = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)
     with tracer.operation("app.judge", Category.EVALUATION) as op:

@@ -61,8 +61,8 @@ class Scope:
     """The tracer's version registry (records read from the store are registered in it)."""
     parent: Scope | None = None
     """The traced call this one runs inside (``add`` for its pipeline's steps)."""
-    query_hash: str | None = None
-    """A search's :func:`text_hash` of its query: names the query read and the context written."""
+    context: str | None = None
+    """A search's context variable (``steps.context_name`` of its query and scope)."""
 
 
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("memtrace_mem0_scope", default=None)
@@ -99,14 +99,20 @@ def record_name(record_id: object) -> str:
     return f"mem0:{record_id}"
 
 
-def message_name(message: Mapping[str, Any]) -> str:
-    """The variable name of a message given to ``add``: ``msg:`` and a hash of role and text.
+def message_name(message: Mapping[str, Any], app_id: str | None = None) -> str:
+    """The variable name of a message given to ``add``: ``msg:`` and the application's own id for it,
+    else a hash of role and text.
 
-    ``msg:`` makes it a message for evidence matching (``docs/conventions.md``).
+    ``msg:`` makes it a message for evidence matching (``docs/conventions.md``); an app id (from
+    ``add``'s metadata, ``steps.MESSAGE_IDS_KEY``) lets evaluation evidence name the same message.
 
     >>> message_name({"role": "user", "content": "I live in Lisbon"})
     'msg:mem0-983e6025bd77c5ed'
+    >>> message_name({"role": "user", "content": "I live in Lisbon"}, "D3:5")
+    'msg:D3:5'
     """
+    if app_id:
+        return f"msg:{app_id}"
     return f"msg:mem0-{text_hash(str(message.get('role')) + ':' + str(message.get('content')))}"
 
 

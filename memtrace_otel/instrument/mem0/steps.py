@@ -29,15 +29,18 @@ from memtrace_otel.instrument.variables import Variable, VariableRegistry
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 
 __all__ = [
+    "MESSAGE_IDS_KEY",
     "AddStep",
     "ChangeStep",
     "CreateStep",
     "DeleteAllStep",
     "ReadStep",
     "SearchStep",
+    "app_message_ids",
     "context_name",
     "read_result",
     "result_items",
+    "search_scope",
 ]
 
 
@@ -86,11 +89,13 @@ class AddStep(Step):
         return None
 
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
-        for message in messages_of(arguments.get("messages")):
-            content = message.get("content")
-            if isinstance(content, str) and message.get("role") != "system":
-                variable = scope.op.write(message_name(message), content, kind=VariableKind.MESSAGE)
-                scope.sources.append(variable)
+        messages = [m for m in messages_of(arguments.get("messages"))
+                    if isinstance(m.get("content"), str) and m.get("role") != "system"]
+        ids = app_message_ids(arguments.get("metadata"), len(messages))
+        for message, app_id in zip(messages, ids, strict=True):
+            variable = scope.op.write(message_name(message, app_id), message["content"],
+                                      kind=VariableKind.MESSAGE)
+            scope.sources.append(variable)
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
         items = result_items(result)
@@ -106,9 +111,12 @@ class SearchStep(Step):
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
         query = arguments.get("query")
         if isinstance(query, str):
-            digest = text_hash(query)  # names both the query and the context written in ``end``
+            digest = text_hash(query)
             scope.sources.append(scope.op.read(f"query:{digest}", content=query, kind=VariableKind.QUERY))
-            scope.query_hash = digest
+            # The context written in ``end`` is this search's own: two searches of one question for
+            # two users must not become versions 1 and 2 of one variable (each would pull the other
+            # into the answer's history).
+            scope.context = context_name(query, **search_scope(arguments))
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
         op, registry, found = scope.op, scope.registry, []
@@ -119,24 +127,74 @@ class SearchStep(Step):
         top_k = arguments.get("top_k", arguments.get("limit"))
         op.record_retrieval(found, query=scope.sources[0] if scope.sources else None,
                             top_k=top_k if isinstance(top_k, int) else None)
-        if scope.query_hash is not None:
+        if scope.context is not None:
             text = "\n".join(r.variable.content or "" for r in found)
-            op.write(f"{_CONTEXT_PREFIX}{scope.query_hash}", text, kind=VariableKind.CONTEXT)
+            op.write(scope.context, text, kind=VariableKind.CONTEXT)
 
 
-def context_name(query: str) -> str:
+def context_name(query: str, *, user_id: str | None = None, agent_id: str | None = None,
+                 run_id: str | None = None) -> str:
     """The variable a traced ``search`` writes its results into, the context an answer reads.
 
-    An application's own answer operation reads it by name, ``op.read(context_name(query))``,
-    which links the answer to the search (and through it to the records' writers).
+    An application's own answer operation reads it by name,
+    ``op.read(context_name(query, user_id="ana"))`` with the ids the search was scoped by
+    (top-level on 1.x, ``filters=`` on 2.x), which links the answer to that search (and through it
+    to the records' writers). Each scope gets its own variable: searching one question for two
+    users writes two contexts, not two versions of one.
 
     >>> context_name("Where does the user live?")
     'context:mem0-3da07c86f653cc1c'
+    >>> context_name("Where does the user live?", user_id="ana")
+    'context:mem0-user_id=ana-3da07c86f653cc1c'
     """
-    return f"{_CONTEXT_PREFIX}{text_hash(query)}"
+    ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    scope = "".join(f"{key}={value}-" for key, value in ids.items() if value)
+    return f"{_CONTEXT_PREFIX}{scope}{text_hash(query)}"
+
+
+def search_scope(arguments: Arguments) -> dict[str, str]:
+    """The ids a ``search`` is scoped by: top-level arguments (1.x) or plain ``filters`` values (2.x).
+
+    >>> search_scope({"user_id": "ana", "filters": {"run_id": "r1", "agent_id": {"in": ["x"]}}})
+    {'user_id': 'ana', 'run_id': 'r1'}
+    """
+    filters = arguments.get("filters")
+    filters = filters if isinstance(filters, Mapping) else {}
+    scope = {}
+    for key in _SCOPE_KEYS:
+        value = arguments.get(key)
+        value = value if isinstance(value, str) and value else filters.get(key)
+        if isinstance(value, str) and value:
+            scope[key] = value
+    return scope
+
+
+def app_message_ids(metadata: Any, count: int) -> list[str | None]:
+    """The application's own ids of ``add``'s ``count`` messages, from ``metadata[MESSAGE_IDS_KEY]``.
+
+    A list gives one id per non-system message, in order; a string names a single message.
+    Anything else (absent, wrong length, not strings) gives no ids: the messages are then
+    named by their text's hash.
+
+    >>> app_message_ids({"memtrace_message_ids": ["D3:5"]}, 1)
+    ['D3:5']
+    >>> app_message_ids({"memtrace_message_ids": "D3:5"}, 2)
+    [None, None]
+    """
+    value = metadata.get(MESSAGE_IDS_KEY) if isinstance(metadata, Mapping) else None
+    if isinstance(value, str):
+        value = [value]
+    if (isinstance(value, list) and len(value) == count
+            and all(isinstance(v, str) and v and len(v) <= 200 for v in value)):
+        return list(value)
+    return [None] * count
 
 
 _CONTEXT_PREFIX = "context:mem0-"
+_SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+MESSAGE_IDS_KEY = "memtrace_message_ids"
+"""``add(..., metadata={MESSAGE_IDS_KEY: [...]})``: the application's ids of its messages, which become
+the message variables' names (``msg:<id>``), so that evaluation evidence in the same ids matches."""
 
 
 class ReadStep(Step):
