@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from memtrace_otel.graph import build_graph
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation
+from memtrace_otel.instrument.mem0 import MESSAGE_IDS_KEY, Mem0Instrumentor, context_name, mem0_generation
 from memtrace_otel.semconv import GenAI, MemTrace, RecordMetadata
 from memtrace_otel.spans import record_from_readable
 
@@ -229,3 +229,31 @@ def test_content_is_off_by_default(no_content_env: None, instrumented: Any, memo
     memory.search("Where did the user move?", **scope(user_id=USER))
     keys = {k for s in span_exporter.get_finished_spans() for k in s.attributes}
     assert not keys & {GenAI.MEMORY_QUERY_TEXT, GenAI.MEMORY_RECORDS, MemTrace.VARIABLE_CONTENTS}
+
+
+def test_app_message_ids_name_the_message_variables(instrumented: Any, memory: Any, llm_server: Any,
+                                                    span_exporter: InMemorySpanExporter) -> None:
+    llm_server.enqueue(*add_replies(["Moved to Lisbon"]))
+    memory.add([{"role": "user", "content": "I moved to Lisbon."}], user_id=USER,
+               metadata={MESSAGE_IDS_KEY: ["D3:5"]})
+    llm_server.enqueue(*add_replies(["Has a dog"]))
+    memory.add("I have a dog.", user_id=USER, metadata={MESSAGE_IDS_KEY: ["a", "b"]})  # wrong length: ignored
+    first, second = spans_by_name(span_exporter)["mem0.add"]
+    assert first.attributes[MemTrace.OUTPUTS] == ("msg:D3:5@1",)
+    (hashed,) = second.attributes[MemTrace.OUTPUTS]
+    assert hashed.startswith("msg:mem0-")
+    # the evidence id the app records is the message variable the graph holds
+    graph = build_graph([record_from_readable(s) for s in span_exporter.get_finished_spans()])
+    assert "msg:D3:5@1" in graph
+
+
+def test_each_search_scope_writes_its_own_context(instrumented: Any, memory: Any, llm_server: Any,
+                                                  span_exporter: InMemorySpanExporter) -> None:
+    add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    question = "Where did the user move?"
+    memory.search(question, **scope(user_id=USER))
+    memory.search(question, **scope(user_id="bob"))
+    searches = spans_by_name(span_exporter)["mem0.search"]
+    contexts = [next(v for v in s.attributes[MemTrace.OUTPUTS] if v.startswith("context:")) for s in searches]
+    assert contexts == [f"{context_name(question, user_id=user)}@1" for user in (USER, "bob")]
+    assert context_name(question, user_id=USER) != context_name(question)
