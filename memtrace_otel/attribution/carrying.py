@@ -21,7 +21,7 @@ from memtrace_otel.attribution.index import GraphIndex
 from memtrace_otel.attribution.presence import Information
 from memtrace_otel.semconv import Category
 
-__all__ = ["Carrying", "LineageCase", "truncated"]
+__all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
 
 _WRITE_SIDE = frozenset(
     {Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION, Category.OTHER}
@@ -47,7 +47,7 @@ class LineageCase:
     @classmethod
     def of(cls, index: GraphIndex, answer: str, generator: str) -> LineageCase:
         """The case of ``answer``, written by ``generator``."""
-        answer_slice = nx.ancestors(index.G, answer)
+        answer_slice = answer_history(index, answer)
         return cls(index, answer, generator, _query_time(index, generator, answer_slice), answer_slice,
                    structural=not index.has_content, stores=_read_stores(index, answer_slice))
 
@@ -82,6 +82,14 @@ class Carrying:
             producer = index.producer(variable)
             return producer is not None and any(self(v) for v in index.inputs(producer))
         return False
+
+    def about(self, variable: str) -> bool:
+        """Whether ``variable`` is about the same fact (holds much of the sentence stating it), carrying
+        it or not: what tells a lossy rewrite of the fact from an unrelated write."""
+        index = self.case.index
+        if self.structural or index.content(variable) is None:
+            return variable in self.descendants
+        return any(self.info.related(line) for line in index.lines(variable))
 
     def forward(self) -> tuple[list[str], list[str]]:
         if self._forward is None:
@@ -124,8 +132,39 @@ class Carrying:
         return self._descendants
 
 
+def answer_history(index: GraphIndex, answer: str) -> set[str]:
+    """Everything ``answer`` depends on: its ancestors, but not through a context's older version.
+
+    A version edge ``v -> v+1`` says the two are one variable, which for memory
+    is lineage (an update rewrites the unit). A retrieved context or a query
+    is written whole by each operation: two searches that happen to write one
+    name (one per speaker, same question) are not each other's input, and the
+    other search must not enter the answer's history through the version edge.
+    """
+    G = index.G
+    seen = {answer}
+    stack = [answer]
+    while stack:
+        node = stack.pop()
+        for parent, edge in G._pred[node].items():
+            if parent in seen:
+                continue
+            if edge.get("role") == "version" and not index.is_stored(node):
+                continue
+            seen.add(parent)
+            stack.append(parent)
+    seen.discard(answer)
+    return seen
+
+
 def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
-    """Execution order at which the question starts being answered (end of the write side)."""
+    """Execution order at which the question starts being answered (end of the write side).
+
+    The question's read side is its retrievals, reranks and generation in the
+    answer's own trace, and those the answer reaches back to through what
+    they wrote (contexts, queries) without passing through memory: an app
+    may run each search in a trace of its own.
+    """
     trace = index.data(generator).get("trace_id")
     starts = [
         index.order(op)
@@ -134,7 +173,26 @@ def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> in
         and index.category(op) in _QUERY_SIDE
         and index.data(op).get("trace_id") == trace
     ]
+    starts.extend(index.order(op) for op in _read_chain(index, generator))
     return min(starts, default=index.order(generator))
+
+
+def _read_chain(index: GraphIndex, generator: str) -> list[str]:
+    """Read-side ops whose outputs reach ``generator`` through variables that are not memory."""
+    found, seen = [], {generator}
+    stack = [generator]
+    while stack:
+        op = stack.pop()
+        for variable in index.inputs(op):
+            if index.is_stored(variable):
+                continue
+            writer = index.producer(variable)
+            if writer is None or writer in seen or index.category(writer) not in _QUERY_SIDE:
+                continue
+            seen.add(writer)
+            found.append(writer)
+            stack.append(writer)
+    return found
 
 
 def _read_stores(index: GraphIndex, answer_slice: set[str]) -> list[str] | None:
@@ -155,8 +213,9 @@ def truncated(index: GraphIndex, variable: str) -> bool:
 def _forward(case: LineageCase, carries: Carrying) -> tuple[list[str], list[str]]:
     """Write-side walk from the evidence: carrying variables reached, and ops that dropped it.
 
-    Only operations before the question count; an op that read a carrier and
-    wrote no carrier is a drop.
+    Only operations before the question count, and not the internal steps of
+    one (model calls); an op that read a carrier and wrote no carrier, prompts
+    and raw responses aside, is a drop.
     """
     index = case.index
     seen_vars, seen_ops = {carries.evidence}, set()
@@ -166,10 +225,12 @@ def _forward(case: LineageCase, carries: Carrying) -> tuple[list[str], list[str]
         variable = queue.popleft()
         carriers.append(variable)
         for op in index.readers(variable):
-            if op in seen_ops or index.order(op) >= case.query_time:
+            if op in seen_ops or index.order(op) >= case.query_time or index.is_step(op):
                 continue
             seen_ops.add(op)
-            written = [v for v in index.outputs(op) if carries(v)]
+            # What the op wrote, not its prompt or raw model response: an extraction whose
+            # prompt holds the message but whose facts do not has dropped it.
+            written = [v for v in index.written(op) if carries(v)]
             if not written and index.category(op) in _WRITE_SIDE:
                 drops.append(op)
             for v in written:

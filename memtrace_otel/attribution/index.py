@@ -29,7 +29,7 @@ import networkx as nx
 from memtrace_otel.attribution.presence import split_lines, tokenize
 from memtrace_otel.attribution.ranking import DocumentRanker
 from memtrace_otel.attribution.spectrum import ochiai_scores
-from memtrace_otel.graph.index import lookup, position, variables_by_name
+from memtrace_otel.graph.index import lookup, operation_nodes, position, variables_by_name
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
 
@@ -42,6 +42,9 @@ _NOT_STORED = frozenset({
     VariableKind.MESSAGE, VariableKind.QUERY, VariableKind.ANSWER, VariableKind.PROMPT,
     VariableKind.RESPONSE, VariableKind.FACTS, VariableKind.VERDICT,
 })
+_INTERNAL = frozenset({VariableKind.PROMPT, VariableKind.RESPONSE})
+_STEP = str(Category.LLM_CALL.value)
+_DELETION_MARKER = "DELETED"
 _SPECIFIC_MESSAGES = 3
 _STORE_SEARCH_STEPS = 3
 Postings = dict[str, set[str]]
@@ -85,6 +88,7 @@ class GraphIndex:
         self._message_stores: dict[str | None, list[str]] | None = None
         self._ochiai: dict[str, float] | None = None
         self._has_content: bool | None = None
+        self._marker_deletes: dict[str, list[tuple[int, str, str]]] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -146,6 +150,54 @@ class GraphIndex:
             s for s in self.G.successors(variable) if self.G.nodes[s].get("type") == "operation"
         ]
 
+    def is_step(self, op: str) -> bool:
+        """Whether ``op`` is an internal step (a model call) of another operation, not one of its own."""
+        d = self.G.nodes[op]
+        return d.get("category") == _STEP or d.get("parent_operation") is not None
+
+    def internal(self, variable: str) -> bool:
+        """Whether ``variable`` is an operation's internal working (a prompt, a raw model response).
+
+        What an operation is judged by is what it wrote into memory or towards the
+        answer; its prompt holds the message it read whatever it then wrote.
+        """
+        return self.G.nodes[variable].get("kind") in _INTERNAL
+
+    def written(self, op: str) -> list[str]:
+        """Outputs of ``op`` that are its effect: every output but prompts and raw model responses."""
+        return [v for v in self.outputs(op) if not self.internal(v)]
+
+    def is_deletion_marker(self, variable: str) -> bool:
+        """A ``DELETED`` marker: how MemBase's tracing records that an operation deleted a memory.
+
+        smartcomment has no tombstones: a deletion links the deleted unit to a new
+        variable whose value is the word ``DELETED``.
+        """
+        content = self.G.nodes[variable].get("content")
+        return isinstance(content, str) and content.strip() == _DELETION_MARKER
+
+    def marker_deletes(self, name: str) -> list[tuple[int, str, str]]:
+        """``(order, op, marker)`` for each operation that deleted a version of ``name`` by a marker.
+
+        An operation that writes a deletion marker deletes the stored units it
+        read and wrote no new version of (MemBase's decision operation reads a
+        unit only to update or delete it).
+        """
+        if self._marker_deletes is None:
+            found: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+            for op in operation_nodes(self.G):
+                markers = [v for v in self.outputs(op) if self.is_deletion_marker(v)]
+                if not markers:
+                    continue
+                rewritten = {self.G.nodes[v].get("name") for v in self.outputs(op)}
+                for variable in self.inputs(op):
+                    name = self.G.nodes[variable].get("name")
+                    if (name not in rewritten and self.is_stored(variable)
+                            and not self.is_deletion_marker(variable)):
+                        found[str(name)].append((self.order(op), op, markers[0]))
+            self._marker_deletes = dict(found)
+        return self._marker_deletes.get(name, [])
+
     # -- memory -------------------------------------------------------------
     def versions(self, name: str) -> list[str]:
         """Variable ids of ``name``, oldest version first."""
@@ -154,9 +206,21 @@ class GraphIndex:
         return self._versions.get(name, [])
 
     def store_of(self, variable: str) -> str | None:
-        """The memory store (``gen_ai.memory.store.id``) whose operation wrote ``variable``, if named."""
+        """The memory store (``gen_ai.memory.store.id``) whose operation wrote ``variable``, if named.
+
+        A writer that names no store (only GenAI memory spans carry one) leaves the
+        store the retrievals that read the unit's versions searched, when they agree.
+        """
         producer = self.producer(variable)
-        return _store_id(self.G.nodes[producer]) if producer is not None else None
+        found = _store_id(self.G.nodes[producer]) if producer is not None else None
+        if found is None and self.G.nodes[variable].get("kind") in STORED_KINDS:
+            versions = self.versions(self.G.nodes[variable].get("name", ""))
+            searched = {_store_id(self.G.nodes[op]) for v in versions
+                        for op in self.readers(v) if self.category(op) in _READ_SIDE}
+            searched.discard(None)
+            if len(searched) == 1:
+                found = searched.pop()
+        return found
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""
@@ -175,11 +239,19 @@ class GraphIndex:
         return d.get("name") in self._retrieved_names
 
     def state_at(self, name: str, when: int) -> str | None:
-        """The version of ``name`` current just before execution order ``when``."""
+        """The version of ``name`` current just before execution order ``when``.
+
+        ``None`` before the first version, and after a deletion marker removed the
+        unit (a tombstone version is returned as the state: it says deleted itself).
+        """
         current = None
         for variable in self.versions(name):
             if self.produced_at(variable) < when:
                 current = variable
+        if current is not None:
+            written = self.produced_at(current)
+            if any(written < order < when for order, _, _ in self.marker_deletes(name)):
+                return None
         return current
 
     def stored_variables(self) -> dict[str | None, Postings]:

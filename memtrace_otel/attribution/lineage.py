@@ -77,38 +77,42 @@ class Verdict:
 def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
-    alive = _alive_carrier(case, carries, carries.lineage_stored())
+    alive = _alive_carriers(case, carries, carries.lineage_stored())
     if (
-        alive is None
+        not alive
         and not _losses(case, carries, carries.lineage_stored())
         and not _unexcused_drops(case, carries)
     ):
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
         # only when nothing on the evidence's own lineage was lost or dropped before: the
         # earliest faulty operation wins.
-        alive = _alive_carrier(case, carries, carries.stored())
+        alive = _alive_carriers(case, carries, carries.stored())
     chain = sorted(
         (
             op
             for op in case.answer_slice
             if index.data(op).get("type") == "operation" and index.order(op) >= case.query_time
+            and not index.is_step(op)
         ),
         key=index.order,
     )
     for op in chain:
         inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT]
         carrier = next((v for v in inputs if carries(v)), None)
-        if carrier is None and index.category(op) == Category.RETRIEVAL and alive is not None:
-            carrier = alive
+        if carrier is None and index.category(op) == Category.RETRIEVAL:
+            # A retrieval is to blame for what its own store held (the user or filters it
+            # searched), not for a unit of another speaker's store that another search read.
+            carrier = next((v for v in alive if _same_store(index, op, v)), None)
         if carrier is None:
             continue
-        outputs = [v for v in index.outputs(op) if v in case.answer_slice or v == case.answer]
+        outputs = [v for v in index.written(op) if v in case.answer_slice or v == case.answer]
         if any(carries(v) for v in outputs):
             continue
-        return _read_verdict(index, op, carrier)
-    if alive is not None:
-        first = next((op for op in chain if index.category(op) == Category.RETRIEVAL), case.generator)
-        return _read_verdict(index, first, alive)
+        return _read_verdict(case, op, carrier)
+    if alive:
+        retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
+        first = next((op for op in retrievals if _same_store(index, op, alive[0])), None)
+        return _read_verdict(case, first or case.generator, alive[0])
     if carries(case.answer):
         return Verdict(
             case.generator,
@@ -119,9 +123,23 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     return None
 
 
-def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
-    category = index.category(op)
-    if category == Category.GENERATION:
+def _same_store(index: GraphIndex, retrieval: str, unit: str) -> bool:
+    """Whether ``retrieval`` searched the store ``unit`` lives in (either naming none counts)."""
+    searched, held = index.data(retrieval).get("store_id"), index.store_of(unit)
+    return not searched or not held or searched == held
+
+
+def _answers(case: LineageCase, op: str) -> bool:
+    """Whether ``op`` wrote the answer (its effect, whatever its category: MemBase's is ``evaluation``)."""
+    return op == case.generator or any(
+        v == case.answer or case.index.data(v).get("kind") == VariableKind.ANSWER
+        for v in case.index.written(op)
+    )
+
+
+def _read_verdict(case: LineageCase, op: str, carrier: str) -> Verdict:
+    index = case.index
+    if _answers(case, op):
         verdict = Verdict(
             op, ErrorType.RESPONSE, f"its context {carrier} held the information", carrier
         )
@@ -140,29 +158,41 @@ def _read_verdict(index: GraphIndex, op: str, carrier: str) -> Verdict:
     return verdict
 
 
-def _alive_carrier(case: LineageCase, carries: Carrying, pool: list[str]) -> str | None:
-    """A memory variable that carries the information and is current when the question is asked."""
+def _alive_carriers(case: LineageCase, carries: Carrying, pool: list[str]) -> list[str]:
+    """Memory variables that carry the information and are current when the question is asked."""
     index = case.index
+    found: dict[str, None] = {}
     for variable in pool:
         current = index.state_at(index.data(variable)["name"], case.query_time)
         if current is not None and carries(current):
-            return current
-    return None
+            found[current] = None
+    return list(found)
 
 
 def _losses(case: LineageCase, carries: Carrying, pool: list[str]) -> list[tuple[str, str, str]]:
-    """(op, before, after) for each stored carrier whose next version no longer carries."""
+    """(op, before, after) for each stored carrier whose next version no longer carries.
+
+    A unit deleted by a marker (MemBase) has no next version: ``after`` is the marker.
+    """
     index = case.index
     found = []
     for variable in pool:
-        versions = index.versions(index.data(variable)["name"])
+        name = index.data(variable)["name"]
+        versions = index.versions(name)
         position = versions.index(variable)
-        if position + 1 >= len(versions):
-            continue
-        after = versions[position + 1]
-        producer = index.producer(after)
-        if producer is not None and index.order(producer) < case.query_time and not carries(after):
-            found.append((producer, variable, after))
+        if position + 1 < len(versions):
+            after = versions[position + 1]
+            producer = index.producer(after)
+            if producer is not None and index.order(producer) < case.query_time and not carries(after):
+                found.append((producer, variable, after))
+                continue
+        written, until = index.produced_at(variable), case.query_time
+        if position + 1 < len(versions):
+            until = min(until, index.produced_at(versions[position + 1]))
+        for order, op, marker in index.marker_deletes(name):
+            if written < order < until:
+                found.append((op, variable, marker))
+                break
     return found
 
 
@@ -189,14 +219,40 @@ def _unexcused_drops(case: LineageCase, carries: Carrying) -> list[str]:
 
 
 def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
-    # The error type names the role of the faulty operation; a tombstone written by an
-    # update-role op (a window trim) is still an update error.
+    """The error type of a loss by what ``op`` did to the unit: deleted it, or rewrote it.
+
+    A deletion marker is a deletion whatever the category (MemBase files its
+    deletions under ``update``). A tombstone is one too, except from an
+    update-role op (a window trim bounds the window: an update of the store).
+    A new version without the information is an update error; the category
+    decides only for a deletion-role op that wrote an emptied version.
+    """
     category = index.category(op)
-    if category == Category.DELETION:
+    if index.is_deletion_marker(after):
         return ErrorType.DELETION
-    if category == Category.UPDATE:
-        return ErrorType.UPDATE
-    return ErrorType.DELETION if index.data(after).get("deleted") else ErrorType.UPDATE
+    if index.data(after).get("deleted"):
+        return ErrorType.UPDATE if category == Category.UPDATE else ErrorType.DELETION
+    return ErrorType.DELETION if category == Category.DELETION else ErrorType.UPDATE
+
+
+def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType, str]:
+    """The error type of an op that read the information and wrote nothing carrying it, by its effect.
+
+    It rewrote a unit about the same fact without it (an update, or a lossy
+    merge into an older memory): UpdateError; it deleted one: DeletionError;
+    else it wrote no unit with it: ExtractionError.
+    """
+    index = case.index
+    written = index.written(op)
+    for variable in written:
+        if index.is_stored(variable) and not index.data(variable).get("deleted"):
+            versions = index.versions(index.data(variable)["name"])
+            if versions and versions[0] != variable and carries.about(variable):
+                return ErrorType.UPDATE, f"it rewrote {variable} without the information"
+    if any(index.is_deletion_marker(v) or index.data(v).get("deleted") for v in written) and not any(
+            index.is_stored(v) and not index.data(v).get("deleted") for v in written):
+        return ErrorType.DELETION, "it deleted what it read instead of storing the information"
+    return ErrorType.EXTRACTION, "wrote nothing that holds the information"
 
 
 def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
@@ -210,7 +266,8 @@ def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
         kind = _loss_type(index, op, after)
-        verb = "deleted" if index.data(after).get("deleted") else "overwrote"
+        deleted = index.data(after).get("deleted") or index.is_deletion_marker(after)
+        verb = "deleted" if deleted else "overwrote"
         why = f"it {verb} {before}, the last memory unit holding the information"
         return Verdict(op, kind, why, before, alternatives=[item[0] for item in losses[:-1]])
     if carries.stored():
@@ -227,10 +284,11 @@ def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     if not candidates:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
-    why = f"it read {read} but wrote nothing that holds the information, and " + (
+    kind, effect = _drop_type(case, candidates[0], carries)
+    why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
-    return Verdict(candidates[0], ErrorType.EXTRACTION, why, read, alternatives=candidates[1:])
+    return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
 def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
@@ -311,12 +369,14 @@ def _fallback(case: LineageCase) -> Verdict:
     ops = [n for n in case.answer_slice if index.data(n).get("type") == "operation"] or [
         case.generator
     ]
-    read = sorted((n for n in ops if index.order(n) >= case.query_time and index.category(n) in _READ_PATH),
-                  key=lambda n: (-index.order(n), n))
-    rest = sorted((n for n in ops if n not in read),
+    read = sorted((n for n in ops if index.order(n) >= case.query_time and not index.is_step(n)
+                   and (n == case.generator or index.category(n) in _READ_PATH)),
+                  key=lambda n: (n != case.generator, -index.order(n), n))
+    rest = sorted((n for n in ops if n not in read and not index.is_step(n)),
                   key=lambda n: (-round(scores.get(n, 0.0), 6), -index.order(n), n))
     op, *others = read + rest
-    kind = error_type_of_category(index.category(op)) or ErrorType.RESPONSE
+    kind = ErrorType.RESPONSE if _answers(case, op) else (
+        error_type_of_category(index.category(op)) or ErrorType.RESPONSE)
     return Verdict(
         op,
         kind,

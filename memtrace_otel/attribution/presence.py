@@ -83,6 +83,7 @@ _SENTENCE_SHARE = 0.5
 _SPECIFIC_SENTENCE_SHARE = 0.3
 _TOPIC_SHARE = 0.5
 _GOLD_WORD_SHARE = 0.5
+_RELATED_SHARE = 0.3
 _SPEAKER = re.compile(r"\[[^\]]*\]")
 
 
@@ -178,6 +179,13 @@ class Information:
         if not self.exact <= tokens:
             return False
         return not self.gold or _share(self.gold, self.gold_total, tokens) >= threshold
+
+    def related(self, tokens: frozenset[str]) -> bool:
+        """Whether a line with ``tokens`` is about this fact: much of its sentence (or gold) without
+        asking that it keep the answer."""
+        if self.sentence:
+            return _share(self.sentence, self.sentence_total, tokens) >= _RELATED_SHARE
+        return bool(self.gold) and _share(self.gold, self.gold_total, tokens) >= _RELATED_SHARE
 
     def carried_by(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         """Whether one text (as one line) with ``tokens`` carries this information."""
