@@ -187,6 +187,53 @@ def mem0_command(out: str, mem0_python: str | None, conversations: tuple[str, ..
     stdout.print(f"failures: {manifest['failures']}")
 
 
+@bench_group.command("membase")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Benchmark directory.")
+@click.option("--seed", default=0, show_default=True, help="Seed of every choice and id.")
+@click.option("--system", "systems", multiple=True, help="Only these MemBase systems (repeatable): Mem0, "
+              "Long-Context, NaiveRAG, EverMemOS [default: all].")
+@click.option("--conversation", "conversations", multiple=True, callback=_plain_ids,
+              help="Only these LoCoMo ids (repeatable) [default: the eight].")
+@click.option("--per-type", type=click.IntRange(1), default=None,
+              help="Faults planned per (system, conversation, error type) [default 5].")
+@click.option("--locomo", type=click.Path(file_okay=False), default=None,
+              help="LoCoMo directory [default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo].")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
+def membase_command(out: str, seed: int, systems: tuple[str, ...], conversations: tuple[str, ...],
+                    per_type: int | None, locomo: str | None, as_json: bool) -> None:
+    """The MemBase-vocabulary part: annotated smartcomment graphs traced as MemBase traces its systems.
+
+    Score them with `memtrace bench score --format memtracebench DIR --engine NAME`.
+    """
+    from memtrace_otel.bench.membase.build import MembaseConfig, build_membase
+
+    config = MembaseConfig(out=out, seed=seed, locomo=locomo)
+    if systems:
+        config.systems = list(systems)
+    if conversations:
+        config.conversations = list(conversations)
+    if per_type:
+        config.per_type = per_type
+    try:
+        manifest = build_membase(config, progress=lambda name, done, total: stderr.print(
+            f"membase: {escape(name)} ({done}/{total})"))
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        print_json(manifest)
+        return
+    table = Table(title=f"{manifest['labelled_cases']} labelled cases in {escape(out)} "
+                        f"({manifest['seconds']} s)")
+    table.add_column("system")
+    for name in _ERROR_TYPES:
+        table.add_column(name.removesuffix("Error"), justify="right")
+    for system, applicable in manifest["applicable"].items():
+        counts = manifest["cases"].get(system, {})
+        table.add_row(escape(system),
+                      *[str(counts.get(t, 0)) if t in applicable else "n/a" for t in _ERROR_TYPES])
+    stdout.print(table)
+
+
 @bench_group.command("score")
 @click.argument("directory", type=click.Path())
 @click.option("--engine", "engine_name", required=True, help="Registered engine name.")

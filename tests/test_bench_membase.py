@@ -1,0 +1,122 @@
+"""The MemBase-vocabulary part: graphs as MemBase writes them, labels right by construction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from memtrace_otel.bench.membase import build as membase
+from memtrace_otel.bench.membase.build import MembaseConfig, build_membase, plan_faults, verify_faults
+from memtrace_otel.bench.membase.data import load
+from memtrace_otel.bench.memtracebench import labelled_cases, score_memtracebench
+from memtrace_otel.cli import main
+from memtrace_otel.spans.readers import read_span_files
+
+# What MemBase names the operation a fault of each type happens in, per system (op_name, category).
+EXPECTED = {
+    "Mem0": {"ExtractionError": ("memory_system.extract_facts", "extraction"),
+             "UpdateError": ("memory_system.update_memory_decision", "update"),
+             "DeletionError": ("memory_system.update_memory_decision", "update"),
+             "RetrievalError": ("memory_system.search_vector_store", "retrieval"),
+             "ResponseError": ("question-answering", "evaluation")},
+    "Long-Context": {"ExtractionError": ("memory_system.memory_update", "update"),
+                     "UpdateError": ("memory_system.memory_update", "update"),
+                     "ResponseError": ("question-answering", "evaluation")},
+    "NaiveRAG": {"ExtractionError": ("memory_system.message_buffer_update", "update"),
+                 "RetrievalError": ("memory_system.retrieve", "retrieval"),
+                 "ResponseError": ("question-answering", "evaluation")},
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, locomo: str) -> Path:
+    out = tmp_path_factory.mktemp("membase")
+    build_membase(MembaseConfig(out=str(out), conversations=["30"], per_type=2))
+    return out
+
+
+def _graphs(directory: Path) -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+
+
+def test_same_seed_same_files_other_seed_other_faults(built: Path, tmp_path: Path) -> None:
+    build_membase(MembaseConfig(out=str(tmp_path / "again"), conversations=["30"], per_type=2))
+    for path in sorted(built.glob("*.json")):
+        assert path.read_bytes() == (tmp_path / "again" / path.name).read_bytes(), path.name
+    build_membase(MembaseConfig(out=str(tmp_path / "other"), seed=1, conversations=["30"], per_type=2,
+                                systems=["Mem0"]))
+    labels = [(a["query_id"], a["final_error_type"])
+              for a in json.loads((tmp_path / "other" / "Mem0-30.json").read_text())["data"]["annotations"]]
+    assert labels != [(a["query_id"], a["final_error_type"])
+                      for a in _graphs(built)["Mem0-30.json"]["data"]["annotations"]]
+
+
+def test_every_system_and_type_is_labelled_and_the_importer_reads_every_file(built: Path) -> None:
+    graphs = _graphs(built)
+    assert sorted(graphs) == ["Long-Context-30.json", "Mem0-30.json", "NaiveRAG-30.json"]
+    for name, document in graphs.items():
+        read = read_span_files([str(built / name)])
+        assert read.problems == [], (name, [str(p) for p in read.problems[:3]])
+        cases = list(labelled_cases(read.spans))
+        notes = document["data"]["annotations"]
+        assert len(cases) == len(notes) > 0
+        system = document["project_id"]
+        assert {n["final_error_type"] for n in notes} == set(EXPECTED[system]), name
+        assert all(label["span_id"] for _, label in cases), name  # each gold op became a span
+
+
+def test_each_label_names_an_operation_of_the_kind_membase_would_give_it(built: Path) -> None:
+    for document in _graphs(built).values():
+        data = document["data"]
+        expected = EXPECTED[document["project_id"]]
+        ops = {op["op_id"]: op for op in data["operations"]}
+        writes: dict[str, list[str]] = {}
+        for edge in data["edges"]:
+            writes.setdefault(edge["op_id"], []).append(edge["target_full_node_id"])
+        messages = {n["name"] for n in data["nodes"] if n["category"] == "message"}
+        for note in data["annotations"]:
+            op = ops[note["final_op_id"]]
+            assert (op["op_name"], op["category"]) == expected[note["final_error_type"]]
+            assert set(note["source_evidence_ids"]) <= messages, note["query_id"]
+            if note["final_error_type"] == "DeletionError":
+                assert any(t.startswith("delete_marker:") for t in writes[op["op_id"]])
+            if note["final_error_type"] == "UpdateError":  # it wrote a new version of a memory unit
+                assert any(t.startswith("memory-unit") and not t.endswith("@1") for t in writes[op["op_id"]])
+            assert note["prediction"] != note["golden_answers"][0]
+
+
+def test_removing_a_fault_restores_its_answer_and_each_fault_alone_is_its_cause(locomo: str) -> None:
+    for system in membase.SYSTEMS.values():
+        conversation = load("41", system.MAX_SESSIONS)
+        seed = f"test/{system.NAME}"
+        clean = membase._run(system, conversation, [], seed)
+        faults = verify_faults(system, conversation, plan_faults(system, conversation, clean, seed, 2), seed)
+        assert {f.error_type for f in faults} == set(system.TYPES), system.NAME
+        together = membase._run(system, conversation, faults, seed)
+        for fault in faults:
+            assert clean.passed[fault.question]
+            assert not together.passed[fault.question]
+            assert fault in together.fired
+            without = membase._run(system, conversation, [f for f in faults if f != fault], seed)
+            assert without.passed[fault.question], (system.NAME, fault)
+
+
+def test_scored_through_the_importer(built: Path) -> None:
+    results, problems = score_memtracebench([str(built)], "last-operation")
+    assert problems == []
+    assert len(results) == sum(len(d["data"]["annotations"]) for d in _graphs(built).values())
+    assert all(r.problem is None for r in results)
+
+
+def test_missing_data_is_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["bench", "membase", "--out", str(tmp_path / "o"), "--locomo",
+                                  str(tmp_path / "none")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [f"Error: LoCoMo directory not found: {tmp_path / 'none'}"]
+    result = runner.invoke(main, ["bench", "membase", "--out", str(tmp_path / "o"), "--system", "Letta"])
+    assert result.exit_code == 1 and "unknown MemBase system 'Letta'" in result.output
