@@ -16,7 +16,8 @@ trace, possibly routed to another instance, is fetched from the trace backend
 that already stores every span; instances share nothing.
 
 Thread safety: :meth:`AttributionService.ingest` may be called from any number
-of receiver threads; the assembler has its own lock, the job queue one more.
+of receiver threads; the assembler has its own lock, the job queue (a
+:class:`~memtrace_otel.batch_worker.BatchWorker`, one attribution thread) one more.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanContext, TraceFlags, Tracer
 
 from memtrace_otel.attribution import create_engine
 from memtrace_otel.attribution.base import Attribution, FailureCase
+from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler
 from memtrace_otel.collector.outbox import OutboxSpanProcessor
 from memtrace_otel.graph.build import ContentLookup, build_graph
@@ -46,7 +47,6 @@ from memtrace_otel.spans.linked import fetch_linked_traces
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.readers import SpanReadResult
 from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS, fetch_store_traces
-from memtrace_otel.suppress import suppress_instrumentation
 from memtrace_otel.version import __version__
 
 __all__ = ["AttributionService", "ServiceStats"]
@@ -135,48 +135,37 @@ class AttributionService:
         self._provider.add_span_processor(self.outbox)
         self._tracer = self._provider.get_tracer("memtrace_otel.writeback", __version__)
         self._annotate = annotate or _default_annotate()
-        self._jobs: deque[AssembledTrace] = deque()
-        self._max_jobs = max_jobs
         self._tick = tick_seconds
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self._busy = 0
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._settle_loop, name="memtrace-settle", daemon=True),
-                         threading.Thread(target=self._work_loop, name="memtrace-attribute", daemon=True)]
+        # Failed traces wait here; one thread attributes them, one at a time (a batch of one: each
+        # trace has its own fetches and graph).
+        self._jobs: BatchWorker[AssembledTrace] = BatchWorker(
+            _JobStep(self), name="memtrace-attribute", max_queue_size=max_jobs, max_batch_size=1)
+        self._settler = threading.Thread(target=self._settle_loop, name="memtrace-settle", daemon=True)
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
         if not self._started:
             self._started = True
-            for thread in self._threads:
-                thread.start()
+            self._settler.start()
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Attribute what has arrived (settled or not), export it, stop; ``False`` on timeout."""
         deadline = time.monotonic() + timeout
-        self._enqueue(self.assembler.drain())
-        drained = self.wait_idle(timeout)
         self._stop.set()
-        self._wake.set()
-        for thread in self._threads:
-            if thread.is_alive():
-                thread.join(max(0.0, deadline - time.monotonic()))
+        if self._settler.is_alive():
+            self._settler.join(max(0.0, deadline - time.monotonic()))
+        self._enqueue(self.assembler.drain())
+        drained = self._jobs.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
         left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
         flushed = self.outbox.force_flush(left_ms)
         self._provider.shutdown()
         return drained and flushed
 
     def wait_idle(self, timeout: float) -> bool:
-        """Block until no job is queued or running (tests, shutdown)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._jobs and not self._busy:
-                    return True
-            time.sleep(0.01)
-        return False
+        """Block until every failed trace queued so far is attributed (tests, shutdown)."""
+        return self._jobs.force_flush(timeout * 1000)
 
     # -- ingest --------------------------------------------------------------
     def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
@@ -197,38 +186,18 @@ class AttributionService:
         failed = [t for t in traces if _has_failed_evaluation(t)]
         if not failed:
             return
-        with self._lock:
-            for trace in failed:
-                if len(self._jobs) >= self._max_jobs:
-                    self.stats.add(jobs_dropped=1)
-                    continue
-                self._jobs.append(trace)
-        self.stats.add(traces_failed=len(failed))
+        dropped = sum(self._jobs.submit(trace) is not None for trace in failed)
+        self.stats.add(traces_failed=len(failed), jobs_dropped=dropped)
         if self.stats.jobs_dropped:
             _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
                             self.stats.jobs_dropped)
-        self._wake.set()
 
-    def _work_loop(self) -> None:
-        while True:
-            self._wake.wait(self._tick)
-            with self._lock:
-                job = self._jobs.popleft() if self._jobs else None
-                if job is None:
-                    self._wake.clear()
-                    if self._stop.is_set():
-                        return
-                    continue
-                self._busy += 1
-            try:
-                with suppress_instrumentation():
-                    self._attribute(job)
-            except Exception as error:  # one bad trace must not stop the service
-                self.stats.add(attribution_errors=1)
-                _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
-            finally:
-                with self._lock:
-                    self._busy -= 1
+    def _attribute_job(self, job: AssembledTrace) -> None:
+        try:
+            self._attribute(job)
+        except Exception as error:  # one bad trace must not stop the service
+            self.stats.add(attribution_errors=1)
+            _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
 
     def _attribute(self, trace: AssembledTrace) -> None:
         result = SpanReadResult()
@@ -271,6 +240,22 @@ class AttributionService:
         self.stats.add(linked_missing=len(fetched.still_missing))
         for problem in fetched.problems[:5]:
             _logger.warning("linked trace fetch: %s", problem)
+
+
+class _JobStep:
+    """The job queue's export step: attribute each trace (on the worker thread, with
+    instrumentation suppressed by the worker)."""
+
+    def __init__(self, service: AttributionService) -> None:
+        self._service = service
+
+    def export(self, batch: list[AssembledTrace]) -> bool:
+        for job in batch:
+            self._service._attribute_job(job)
+        return True
+
+    def shutdown(self) -> None:
+        pass
 
 
 def _default_annotate() -> Annotate:

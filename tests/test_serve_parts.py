@@ -121,8 +121,10 @@ def test_outbox_bound_drops_newest_and_counts(caplog: pytest.LogCaptureFixture) 
         provider.get_tracer("t").start_span(f"s{number}").end()
     assert outbox.held == 5 and outbox.dropped == 3
     assert sum("outbox full" in r.message for r in caplog.records) == 1
-    assert outbox.shutdown(timeout_millis=100) is False
-    assert outbox.shutdown() is True  # second call: a warning, nothing else
+    outbox.shutdown(timeout_millis=100)  # the SDK's signature: returns None, says what it lost
+    assert outbox.unexported_at_shutdown == 5
+    outbox.shutdown()  # second call: a debug line, nothing else
+    assert outbox.unexported_at_shutdown == 5
 
 
 def test_memory_guard_refuses_over_the_soft_limit_and_caches_its_reading() -> None:

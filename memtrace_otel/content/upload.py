@@ -1,23 +1,21 @@
 """Upload variable contents to a :class:`~memtrace_otel.content.store.RefStore`, off the application thread.
 
-The shape of the SDK's ``BatchSpanProcessor``: :meth:`ContentUploader.submit` appends
-to a bounded queue and returns (constant work, no I/O, never raises); one named
-daemon thread, woken by an ``Event`` when a batch is ready or on its schedule, writes
-batches to the store (skipping texts already there). A full queue drops the new
-text, counts it and warns once. :meth:`~ContentUploader.force_flush` and
-:meth:`~ContentUploader.shutdown` really drain, within one deadline.
+A :class:`~memtrace_otel.batch_worker.BatchWorker` (the shape of the SDK's ``BatchProcessor``)
+whose export step writes texts to the store: :meth:`ContentUploader.submit` appends to a bounded
+queue and returns (constant work, no I/O, never raises); one named daemon thread, woken when a
+batch is ready or on its schedule, writes batches to the store (skipping texts already there).
+A full queue drops the new text, counts it and warns once. :meth:`~ContentUploader.force_flush`
+and :meth:`~ContentUploader.shutdown` really drain, within one deadline.
 """
 
 from __future__ import annotations
 
 import atexit
-import collections
 import logging
-import threading
-import time
 import weakref
 from collections.abc import Callable
 
+from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.content.store import RefStore
 
 __all__ = ["ContentUploader"]
@@ -50,10 +48,10 @@ class ContentUploader:
     ValueError
         A size or delay below 1.
 
-    Thread safety: :meth:`submit` may be called from any thread; it takes no lock
-    (``deque.append`` is atomic) and only sets the event when a batch is ready. The
-    worker alone writes. ``force_flush`` and ``shutdown`` may be called from any
-    thread; ``shutdown`` is idempotent.
+    Thread safety: :meth:`submit` may be called from any thread; it takes the worker's short
+    lock and only sets the event when a batch is ready. The worker alone writes, and alone updates
+    ``stored``, ``skipped`` and ``failed``. ``force_flush`` and ``shutdown`` may be called from
+    any thread; ``shutdown`` is idempotent.
     """
 
     def __init__(self, store: RefStore, *, max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE,
@@ -62,19 +60,19 @@ class ContentUploader:
         if min(max_queue_size, batch_size, schedule_delay_millis) < 1:
             raise ValueError("max_queue_size, batch_size and schedule_delay_millis must be >= 1")
         self.store = store
-        self._queue: collections.deque[tuple[str, str]] = collections.deque()
-        self._max_queue_size, self._batch_size = max_queue_size, batch_size
-        self._delay = schedule_delay_millis / 1000
+        self._max_queue_size = max_queue_size
         self._recent: set[str] = set()
-        self._wake = threading.Event()
-        self._flushes: list[threading.Event] = []  # flush requests the worker answers once drained
-        self._lock = threading.Lock()  # guards _flushes and the shutdown flag
-        self._shutdown = False
-        self._warned_full = self._warned_failed = False
-        self.stored = self.skipped = self.dropped = self.failed = 0
-        self._worker = threading.Thread(target=self._run, name="memtrace-content-upload", daemon=True)
-        self._worker.start()
+        self._warned_full = False
+        self._writer = _StoreWriter(store, self._recent.discard)
+        self._worker: BatchWorker[tuple[str, str]] = BatchWorker(
+            self._writer, name="memtrace-content-upload", max_queue_size=max_queue_size,
+            max_batch_size=batch_size, schedule_delay_millis=schedule_delay_millis)
         atexit.register(_shutdown_at_exit, weakref.ref(self))
+
+    @property
+    def dropped(self) -> int:
+        """Texts not queued: the queue was full, or the uploader shut down."""
+        return self._worker.dropped_queue_full + self._worker.dropped_shutdown
 
     # -- application thread ------------------------------------------------
     def submit(self, digest: str, text: str) -> None:
@@ -82,18 +80,14 @@ class ContentUploader:
         recent = self._recent
         if digest in recent:
             return
-        if len(self._queue) >= self._max_queue_size or self._shutdown:
-            self._drop(digest)
+        if self._worker.submit((digest, text)) is not None:
+            self._drop()
             return
         if len(recent) >= _RECENT:
             recent.clear()  # a bound, not a cache policy: the worker skips what the store has
         recent.add(digest)
-        self._queue.append((digest, text))
-        if len(self._queue) >= self._batch_size:
-            self._wake.set()
 
-    def _drop(self, digest: str) -> None:
-        self.dropped += 1
+    def _drop(self) -> None:
         if not self._warned_full:
             self._warned_full = True
             _logger.warning("content upload to %s: queue full (%d texts) or shut down; dropping texts "
@@ -103,51 +97,44 @@ class ContentUploader:
     # -- flush and shutdown ----------------------------------------------------
     def force_flush(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> bool:
         """Write everything submitted so far; False when ``timeout_millis`` passed first."""
-        done = threading.Event()
-        with self._lock:
-            if self._shutdown:
-                return not self._queue
-            self._flushes.append(done)
-        self._wake.set()
-        return done.wait(timeout_millis / 1000)
+        return self._worker.force_flush(timeout_millis)
 
     def shutdown(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> bool:
         """Drain the queue and stop the worker, within one deadline; a second call warns and does nothing.
 
         Returns False when the deadline passed with texts still queued.
         """
-        with self._lock:
-            if self._shutdown:
-                _logger.warning("ContentUploader.shutdown called twice; ignored")
-                return not self._queue
-            self._shutdown = True
-        deadline = time.monotonic() + timeout_millis / 1000
-        self._wake.set()
-        self._worker.join(max(0.0, deadline - time.monotonic()))
-        return not self._worker.is_alive() and not self._queue
+        if self._worker.closed:
+            _logger.warning("ContentUploader.shutdown called twice; ignored")
+        return self._worker.shutdown(timeout_millis)
 
-    # -- worker ----------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(self._delay)
-            self._wake.clear()
-            stopping = self._shutdown
-            # Requests taken before draining: whatever was submitted before them is queued by now.
-            with self._lock:
-                flushes, self._flushes = self._flushes, []
-            self._drain()
-            for done in flushes:
-                done.set()
-            if stopping:
-                return
+    @property
+    def stored(self) -> int:
+        """Texts written."""
+        return self._writer.stored
 
-    def _drain(self) -> None:
-        queue = self._queue
-        while queue:
-            batch = [queue.popleft() for _ in range(min(self._batch_size, len(queue)))]
-            self._write(batch)
+    @property
+    def skipped(self) -> int:
+        """Texts the store already had."""
+        return self._writer.skipped
 
-    def _write(self, batch: list[tuple[str, str]]) -> None:
+    @property
+    def failed(self) -> int:
+        """Texts whose write failed (a later submit of the same text tries again)."""
+        return self._writer.failed
+
+
+class _StoreWriter:
+    """The uploader's export step: writes a batch of ``(digest, text)`` to the store, counting.
+    Runs on the worker thread only; its counters are that thread's."""
+
+    def __init__(self, store: RefStore, forget: Callable[[str], None]) -> None:
+        self.store = store
+        self._forget = forget
+        self._warned = False
+        self.stored = self.skipped = self.failed = 0
+
+    def export(self, batch: list[tuple[str, str]]) -> bool:
         for digest, text in batch:
             try:
                 if self.store.write(digest, text):
@@ -156,16 +143,20 @@ class ContentUploader:
                     self.skipped += 1
             except Exception as error:  # any filesystem's failure; never kills the worker
                 self.failed += 1
-                self._recent.discard(digest)  # a later submit may try again
-                if not self._warned_failed:
-                    self._warned_failed = True
+                self._forget(digest)  # a later submit may try again
+                if not self._warned:
+                    self._warned = True
                     _logger.warning("content upload to %s failed (%s: %s); counted in "
                                     "ContentUploader.failed, later failures are not logged",
                                     self.store.url, type(error).__name__, error)
+        return True
+
+    def shutdown(self) -> None:
+        pass  # the store is the caller's
 
 
 def _shutdown_at_exit(ref: Callable[[], ContentUploader | None]) -> None:
     # Texts queued when the interpreter exits are written, as the SDK's provider does for spans.
     uploader = ref()
-    if uploader is not None and not uploader._shutdown:
+    if uploader is not None and not uploader._worker.closed:
         uploader.shutdown()

@@ -34,10 +34,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import threading
 import time
-import weakref
 from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +46,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanContext, Tracer, TracerProvider
 
 from memtrace_otel.attribution import Engine, FailureCase, create_engine
+from memtrace_otel.batch_worker import DROPPED_SHUTDOWN, BatchWorker
 from memtrace_otel.graph import build_graph, operation_node_id
 from memtrace_otel.instrument import MemoryTracer, current_operation
 from memtrace_otel.semconv import (
@@ -58,7 +57,6 @@ from memtrace_otel.semconv import (
     MemTrace,
 )
 from memtrace_otel.spans.model import SpanRecord, record_from_readable
-from memtrace_otel.suppress import suppress_instrumentation
 from memtrace_otel.version import __version__
 from memtrace_otel.writeback.annotations import write_annotations
 
@@ -134,10 +132,11 @@ class AttributionSpanProcessor(SpanProcessor):
     Thread safety: ``on_end`` may be called from any thread; it does constant
     work and takes no lock for an ordinary span, a memory operation or a model
     call (it appends to a deque and sets or pops one key of a bounded dict, each
-    atomic in CPython), never raises, never waits for the worker. The worker
-    alone owns the index. The job queue and the counters have a lock each.
-    ``force_flush`` and ``shutdown`` may be called from any thread but the
-    worker's.
+    atomic in CPython), never raises, never waits for the worker. Failed
+    evaluations go to a :class:`~memtrace_otel.batch_worker.BatchWorker` (its
+    queue has its own short lock); its thread alone owns the index. The counters
+    have a lock. ``force_flush`` and ``shutdown`` may be called from any thread
+    but the worker's; ``shutdown`` has the SDK's signature (a timeout may be given).
     """
 
     def __init__(
@@ -179,31 +178,12 @@ class AttributionSpanProcessor(SpanProcessor):
         self._records: dict[ReadableSpan, SpanRecord] = {}  # the worker's, by span identity
         self._counts: Counter[str] = Counter()
         self._warned: set[str] = set()
-        self._closed = False
-        self._init_threading()
-        if hasattr(os, "register_at_fork"):  # the SDK's habit: a forked child gets its own worker
-            reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def after_in_child() -> None:
-                method = reinit()
-                if method is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=after_in_child)
-
-    def _init_threading(self) -> None:
-        self._jobs_lock = threading.Lock()  # guards _jobs, _flushes, _closed, _stopping
         self._counts_lock = threading.Lock()  # guards _counts and _warned
-        self._jobs: deque[ReadableSpan] = deque()
-        self._flushes: list[threading.Event] = []
-        self._stopping = False
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="MemTraceAttributionWorker", daemon=True)
-        self._thread.start()
-
-    def _at_fork_reinit(self) -> None:
-        # The parent attributes its own queued failures; the child keeps the index (its lineage).
-        self._init_threading()
+        # Failed evaluations wait here for the worker thread, which attributes them in batches (one
+        # graph per batch) and indexes the inbox at the end of every drain, with or without jobs.
+        self._jobs: BatchWorker[ReadableSpan] = BatchWorker(
+            _Step(self), name="MemTraceAttributionWorker", max_queue_size=self._max_queue,
+            max_batch_size=self._max_queue, wake_at=1, export_empty=True)
 
     # -- application thread --------------------------------------------------------------------
     def on_end(self, span: ReadableSpan) -> None:
@@ -278,53 +258,29 @@ class AttributionSpanProcessor(SpanProcessor):
         # the oldest, as the index would have (it keeps the newest max_spans): counted as such.
         if waiting == self._max_spans:
             self._count("evicted_size")
-        if not self._wake.is_set():
-            self._wake.set()
+        self._jobs.wake()
 
     def _submit(self, span: ReadableSpan) -> None:
-        with self._jobs_lock:
-            reason = "jobs_dropped_shutdown" if self._closed else (
-                "jobs_dropped_queue_full" if len(self._jobs) >= self._max_queue else None)
-            if reason is None:
-                self._jobs.append(span)
-        if reason is None:
-            self._wake.set()
+        dropped = self._jobs.submit(span)
+        if dropped is None:
             self._count("jobs_queued")
-        elif reason == "jobs_dropped_queue_full":
-            self._problem(reason, "attribution queue full (max_queue=%d); failed evaluations are being "
-                          "dropped without attribution (counted in stats()['jobs_dropped_queue_full'])",
-                          self._max_queue)
+        elif dropped == DROPPED_SHUTDOWN:
+            self._count("jobs_dropped_shutdown")
         else:
-            self._count(reason)
+            self._problem("jobs_dropped_queue_full", "attribution queue full (max_queue=%d); failed "
+                          "evaluations are being dropped without attribution (counted in "
+                          "stats()['jobs_dropped_queue_full'])", self._max_queue)
 
     # -- worker thread ---------------------------------------------------------------------------
-    def _work(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            with self._jobs_lock:
-                flushes, self._flushes = self._flushes, []
-                stopping = self._stopping
-            try:
-                self._drain()
-            except Exception:  # the worker must outlive any bug, or flush and shutdown would hang
-                self._problem("worker_errors", "attribution worker failed; its batch was lost", exc_info=True)
-            for done in flushes:
-                done.set()
-            if stopping:
-                return
-
-    def _drain(self) -> None:
-        while True:
-            with self._jobs_lock:
-                batch = list(self._jobs)
-                self._jobs.clear()
-            # Indexed after the jobs are taken: each job's span entered the inbox before the job.
+    def _export(self, batch: list[ReadableSpan]) -> None:
+        """The worker's export step: index the inbox (each job's span entered it before the job),
+        then attribute the batch on one graph."""
+        try:
             self._index_inbox()
-            if not batch:
-                return
-            with suppress_instrumentation():  # the engine and the write-back never trace themselves
+            if batch:
                 self._attribute_batch(batch)
+        except Exception:  # the worker must outlive any bug, or flush and shutdown would hang
+            self._problem("worker_errors", "attribution worker failed; its batch was lost", exc_info=True)
 
     def _attribute_batch(self, batch: list[ReadableSpan]) -> None:
         try:
@@ -409,14 +365,16 @@ class AttributionSpanProcessor(SpanProcessor):
         ``attributed``, ``unattributed``, ``annotation_spans``, ``on_end_errors``,
         ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors``,
         ``step_parents_dropped`` (spans between a model call and its operation no longer
-        waited for: the call may lose its operation) (zero when nothing happened).
+        waited for: the call may lose its operation), ``jobs_unattributed_shutdown`` (queued
+        when :meth:`shutdown`'s deadline passed) (zero when nothing happened).
         """
         keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
                 "jobs_evicted", "attributed", "unattributed", "annotation_spans", "on_end_errors",
                 "graph_errors", "engine_errors", "write_errors", "worker_errors", "step_parents_dropped")
         # Plain reads of the worker's ints and deque lengths: atomic, at worst a moment old.
         result = {"indexed": len(self._index), "waiting": len(self._inbox),
-                  "evicted_size": self._evicted_size, "evicted_age": self._evicted_age}
+                  "evicted_size": self._evicted_size, "evicted_age": self._evicted_age,
+                  "jobs_unattributed_shutdown": self._jobs.unexported_at_shutdown}
         with self._counts_lock:
             result.update((key, self._counts[key]) for key in keys)
             result["evicted_size"] += self._counts["evicted_size"]  # those that left the inbox
@@ -429,29 +387,33 @@ class AttributionSpanProcessor(SpanProcessor):
         Returns ``False`` when that did not finish within ``timeout_millis``
         (the worker goes on with it).
         """
-        done = threading.Event()
-        with self._jobs_lock:
-            closed = self._closed
-            if not closed:
-                self._flushes.append(done)
-        if closed:  # the shutdown drain is the last one: wait for it instead
-            self._thread.join(max(timeout_millis, 0) / 1000)
-            return not self._thread.is_alive()
-        self._wake.set()
-        return done.wait(max(timeout_millis, 0) / 1000)
+        return self._jobs.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> bool:
+    def shutdown(self, timeout_millis: int = _DEFAULT_TIMEOUT_MILLIS) -> None:
         """Stop accepting failures, drain the queue as :meth:`force_flush` does, stop the worker.
 
-        One deadline covers the drain and the worker's exit; ``False`` when it
-        passed first. A second call warns and does nothing.
+        One deadline covers the drain and the worker's exit; when it passes first, the failures
+        not attributed are logged and counted (``stats()['jobs_unattributed_shutdown']``). A second
+        call warns and does nothing.
         """
-        with self._jobs_lock:
-            again = self._closed
-            self._closed = self._stopping = True
-        if again:
+        if self._jobs.closed:
             _logger.warning("AttributionSpanProcessor.shutdown called more than once; ignored")
-            return not self._thread.is_alive()
-        self._wake.set()
-        self._thread.join(max(timeout_millis, 0) / 1000)
-        return not self._thread.is_alive()
+            return
+        if not self._jobs.shutdown(timeout_millis):
+            _logger.warning("AttributionSpanProcessor.shutdown: %d failed evaluation(s) not attributed "
+                            "within %d ms", self._jobs.unexported_at_shutdown, timeout_millis)
+
+
+class _Step:
+    """The processor's export step for its :class:`BatchWorker` (a separate object: the processor's
+    own ``shutdown`` is the SDK's, not the step's)."""
+
+    def __init__(self, processor: AttributionSpanProcessor) -> None:
+        self._processor = processor
+
+    def export(self, batch: list[ReadableSpan]) -> bool:
+        self._processor._export(batch)
+        return True
+
+    def shutdown(self) -> None:
+        pass
