@@ -207,8 +207,9 @@ class SimulatedLLM:
 
 
 def _section(prompt: str, title: str) -> str:
-    """The text of a ``## Title`` section, up to the next ``## ``."""
-    start = prompt.find(title)
+    """The text of the last ``## Title`` section, up to the next ``## `` (the system prompt before it
+    may name the same titles)."""
+    start = prompt.rfind(title)
     end = prompt.find("\n## ", start + len(title))
     return prompt[start + len(title): end if end > 0 else None]
 

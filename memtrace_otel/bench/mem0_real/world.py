@@ -6,7 +6,9 @@ mem0 venv as well as in the project's.
 
 * **Facts.** A turn's facts are LoCoMo's ``session_N_observation`` sentences for its ``dia_id``:
   human-written, third-person, paraphrased ("Caroline attended an LGBTQ support group recently
-  ..."), never the message's words. A turn without an observation yields no fact (chit-chat).
+  ..."), never the message's words. A turn without an observation yields, if it says enough
+  (:data:`PARAPHRASE_MIN_WORDS`), one short third-person paraphrase of its first sentence
+  (:func:`paraphrase`), else nothing (chit-chat).
 * **Faults** are decided per *call id* (``D3:5/extract``, ``D3:5/decide``, ``q12/answer``), a
   position in the app's flow, never a call's text: a replay that repairs one call meets the same
   faults everywhere else. Whether a call errs, and how, is a hash of the seed and the call id.
@@ -53,13 +55,44 @@ _NUMBER = re.compile(r"\b\d+\b")
 class FaultRates:
     """Per-call fault probabilities (a call takes at most one fault)."""
 
-    omit: float = 0.05
-    lossy: float = 0.05
-    swap: float = 0.04
-    wrong_update: float = 0.07
-    wrong_delete: float = 0.05
-    lossy_merge: float = 0.10
+    omit: float = 0.07
+    lossy: float = 0.06
+    swap: float = 0.05
+    wrong_update: float = 0.10
+    wrong_delete: float = 0.07
+    lossy_merge: float = 0.15
     reader: float = 0.08
+
+
+PARAPHRASE_MIN_WORDS = 8
+_PRONOUNS = (("I'm", "{s} is"), ("I've", "{s} has"), ("I'll", "{s} will"), ("I'd", "{s} would"),
+             ("I", "{s}"), ("my", "{s}'s"), ("My", "{s}'s"), ("me", "{s}"), ("mine", "{s}'s"),
+             ("myself", "{s}"), ("we", "{s} and others"), ("We", "{s} and others"), ("our", "their"),
+             ("Our", "Their"))
+
+
+def paraphrase(speaker: str, text: str) -> str | None:
+    """A short third-person paraphrase of a turn's first sentence, for turns LoCoMo gives no fact.
+
+    >>> paraphrase("Jon", "Hey! I lost my job at the bank last week, so I'm starting a dance studio.")
+    "Jon mentioned that Jon lost Jon's job at the bank last week, so Jon is starting a dance studio."
+    >>> paraphrase("Jon", "Thanks, you too!") is None
+    True
+    """
+    sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", text) if x.strip()]
+    best = max(sentences, key=lambda x: (len(x.split()) >= PARAPHRASE_MIN_WORDS, 0), default="")
+    words = best.split()
+    if len(words) < PARAPHRASE_MIN_WORDS:
+        return None
+    table = dict(_PRONOUNS)
+    out = []
+    for word in words[:30]:
+        core = word.strip(",.!?;:")
+        replaced = table.get(core)
+        out.append(word.replace(core, replaced.format(s=speaker), 1) if replaced else word)
+    body = " ".join(out).rstrip(",;:")
+    body = body if body[-1:] in ".!?" else body + "."
+    return f"{speaker} mentioned that {body[0].lower() + body[1:] if not body.startswith(speaker) else body}"
 
 
 def roll(seed: int, call_id: str, salt: str = "") -> float:
@@ -194,6 +227,12 @@ class World:
                     if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
                         for dia_id in re.findall(r"D\d+:\d+", item[1]):
                             facts.setdefault(dia_id, []).append(item[0].strip())
+        for session in conversation.sessions:
+            for turn in session.turns:
+                if turn.dia_id not in facts:
+                    short = paraphrase(turn.speaker, turn.text)
+                    if short:
+                        facts[turn.dia_id] = [short]
         return cls(conversation, facts, seed, rates or FaultRates())
 
     # -- the conversation --------------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""The real-mem0 benchmark part: the simulated LLM without mem0, and a small build with it.
+
+The unit tests need only LoCoMo. The build runs the real mem0ai 1.0.11 in its venv
+(``.ci/install-mem0-venvs.sh``): absent, it skips with the reason (fails under CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memtrace_otel.bench.mem0_real.build import BuildOptions, build, default_mem0_python, error_type_of
+from memtrace_otel.bench.mem0_real.server import SimulatedLLM, parse_answer_prompt, parse_decision_prompt
+from memtrace_otel.bench.mem0_real.world import World, carries, embed, judge, similarity
+from memtrace_otel.config import locomo_dir
+
+pytestmark = pytest.mark.skipif(not os.path.isfile(os.path.join(locomo_dir(), "26.json")),
+                                reason="LoCoMo conversation 26 not found")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return World.load("26", seed=0, max_sessions=6)
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _chat(llm: SimulatedLLM, prompt: str) -> str:
+    messages = [{"role": "user", "content": prompt}]
+    body = _post(f"{llm.base_url}/chat/completions", {"model": "m", "messages": messages})
+    return str(body["choices"][0]["message"]["content"])
+
+
+def test_extraction_returns_the_turns_observation_facts_not_its_words(world: World) -> None:
+    turn = world.conversation.turn("D1:3")
+    assert turn is not None
+    with SimulatedLLM(world) as llm:
+        facts = json.loads(_chat(llm, f"Extract facts as json.\n\nInput:\nuser: {turn.text}\n"))["facts"]
+    assert facts == world.facts["D1:3"]
+    assert all(fact not in turn.text for fact in facts)  # third-person paraphrase
+    (call,) = llm.calls
+    assert call["call_id"] == "D1:3/extract" and call["oracle"] == facts
+
+
+def test_extraction_faults_are_seeded_kinds_and_repair_gives_the_oracle(world: World) -> None:
+    kinds: dict[str, int] = {}
+    ids = [d for d, facts in world.facts.items() if facts]
+    for dia_id in ids:
+        call_id = f"{dia_id}/extract"
+        facts, oracle, fault = world.extraction(dia_id, call_id)
+        assert (facts, oracle, fault) == world.extraction(dia_id, call_id)  # deterministic
+        assert world.extraction(dia_id, call_id, repaired=True) == (oracle, oracle, None)
+        if fault is None:
+            assert facts == oracle
+            continue
+        kinds[fault.split()[0]] = kinds.get(fault.split()[0], 0) + 1
+        lost = [f for f in oracle if not any(carries(m, f) for m in facts)]
+        assert len(lost) == 1  # one fact omitted or damaged, the others intact
+    assert set(kinds) == {"omitted", "lossy", "swapped"}
+    assert sum(kinds.values()) < 0.3 * len(ids)  # a modest rate
+
+
+def test_decision_merges_keeps_duplicates_and_seeds_wrong_targets(world: World) -> None:
+    existing = [("0", "Caroline attended an LGBTQ support group recently."), ("1", "Melanie likes pottery.")]
+    new = ["Melanie likes pottery.", "Caroline found the LGBTQ support group inspiring."]
+    _, oracle, _ = world.decision(existing, new, "x/decide", repaired=True)
+    assert [d["event"] for d in oracle] == ["NONE", "UPDATE"]
+    assert carries(oracle[1]["text"], existing[0][1])
+    assert carries(oracle[1]["text"], "found the LGBTQ support")
+    seen: dict[str, int] = {}
+    many = existing + [(str(i), f"Caroline has hobby number {i} in town.") for i in range(2, 8)]
+    for n in range(400):
+        facts = ["Melanie went camping with her kids.", "Caroline found the LGBTQ support group inspiring."]
+        made, oracle, fault = world.decision(many, facts, f"D{n}/decide")
+        if fault:
+            seen[fault.split(" ")[0] + " " + fault.split(" ")[1]] = 1
+            assert made != oracle
+    assert set(seen) == {"wrong UPDATE", "wrong DELETE", "lossy merge"}
+
+
+def test_reader_answers_from_context_and_errs_only_when_seeded(world: World) -> None:
+    qa = next(q for q in world.questions() if world.answerable(q) and len(q.evidence) == 1)
+    keys = [fact for _, fact in world.key_facts(qa)]
+    answer, oracle, fault = world.answer(qa, ["Something else entirely.", *keys], "q/answer", repaired=True)
+    assert answer == oracle == str(qa.answer) and fault is None
+    missing, _, fault = world.answer(qa, ["Something else entirely."], "q/answer")
+    assert not judge(missing, str(qa.answer)) and fault is None
+    faults = [world.answer(qa, keys, f"q{n}/answer")[2] for n in range(300)]
+    assert 0 < faults.count("reader mistake") < 60
+
+
+def test_prompt_parsers_and_embedding() -> None:
+    existing, facts = parse_decision_prompt(
+        "examples ```[{'id': '9', 'text': 'no'}]```\nBelow is the current content of my memory which ...\n"
+        "```\n[{'id': '0', 'text': 'Likes tea'}]\n```\nThe new retrieved facts are mentioned in the triple "
+        "backticks.\n```\n['Likes coffee']\n```")
+    assert (existing, facts) == ([("0", "Likes tea")], ["Likes coffee"])
+    assert parse_answer_prompt("Memories for user A:\n- x\n\nQuestion: Who?\nAnswer:") == ("Who?", ["x"])
+    question = embed("When did Caroline go to the LGBTQ support group?")
+    paraphrase = embed("Caroline attended an LGBTQ support group recently.")
+    other = embed("Melanie painted a lake sunrise last year.")
+    assert sum(a * b for a, b in zip(question, paraphrase, strict=True)) > \
+        sum(a * b for a, b in zip(question, other, strict=True))
+    assert similarity("a b", "") == 0.0
+
+
+def test_error_types_follow_what_the_call_did() -> None:
+    assert error_type_of({"kind": "extract", "fault": "omitted fact 0"}) == "ExtractionError"
+    assert error_type_of({"kind": "decide", "fault": "wrong UPDATE target 1"}) == "UpdateError"
+    assert error_type_of({"kind": "decide", "fault": "lossy merge 1"}) == "UpdateError"
+    assert error_type_of({"kind": "decide", "fault": "wrong DELETE 1"}) == "DeletionError"
+    assert error_type_of({"kind": "search"}) == "RetrievalError"
+    assert error_type_of({"kind": "answer"}) == "ResponseError"
+
+
+def _mem0_python() -> str:
+    python = default_mem0_python()
+    if not os.path.isfile(python):
+        message = f"no mem0ai 1.0.11 venv at {python} (bash .ci/install-mem0-venvs.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(message + ": CI must install it")
+        pytest.skip(message)
+    return python
+
+
+def _ask(python: str, work: Path, question: int, repairs: list[str], trial: list[str]) -> bool:
+    """A fresh run from session 1 (no snapshot): ``repairs`` in ingestion, ``trial`` at the question."""
+    trials = work / "trials.json"
+    trials.write_text(json.dumps([[question, trial]]))
+    result = work / "result.json"
+    command = [python, "-m", "memtrace_otel.bench.mem0_real.driver", "--conversation", "26", "--max-sessions",
+               "6", "--data", str(work / "data"), "--result", str(result), "--trials", str(trials)]
+    for call_id in repairs:
+        command += ["--repair", call_id]
+    env = {**os.environ, "MEM0_TELEMETRY": "False"}
+    subprocess.run(command, check=True, capture_output=True, env=env, cwd=ROOT, timeout=300)
+    (answer,) = json.loads(result.read_text())["answers"]
+    return bool(answer["passed"])
+
+
+@pytest.mark.slow
+def test_small_build_is_deterministic_and_each_label_is_a_real_repair(tmp_path: Path) -> None:
+    python = _mem0_python()
+    manifests, texts = [], []
+    for name in ("a", "b"):
+        options = BuildOptions(str(tmp_path / name), python, ["26"], seed=0, max_sessions=6, jobs=2)
+        manifests.append(build(options))
+        texts.append((tmp_path / name / "labels.jsonl").read_text())
+    assert texts[0] == texts[1] and texts[0]
+    labels = [json.loads(line) for line in texts[0].splitlines()]
+    assert manifests[0]["labels"] == len(labels)
+    assert {label["part"] for label in labels} == {"mem0-real-v1"}
+    for label in labels:
+        assert label["operation"]["span_id"] and (tmp_path / "a" / label["spans"][0]).is_file()
+    checked = set()
+    for label in labels:  # one label per kind of repair: a fresh full run with and without it
+        target, kind = label["repair"]["target"], label["error_type"]
+        if kind in checked:
+            continue
+        checked.add(kind)
+        question = int(label["case_id"].rsplit("q", 1)[1])
+        ingestion = [] if target.startswith("q") else [target]
+        trial = [target] if target.startswith("q") else []
+        work = tmp_path / f"check-{len(checked)}"
+        work.mkdir()
+        assert _ask(python, work, question, ingestion, trial), f"{target} does not restore {label['case_id']}"
+        (work / "data").rename(work / "used")
+        assert not _ask(python, work, question, [], []), f"{label['case_id']} passes without repair"
+    assert "ExtractionError" in checked and "RetrievalError" in checked
