@@ -125,6 +125,22 @@ def test_error_types_follow_what_the_call_did() -> None:
     assert error_type_of({"kind": "answer"}) == "ResponseError"
 
 
+def test_cli_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memtrace_otel.cli import main
+
+    runner = CliRunner()
+    done = runner.invoke(main, ["bench", "mem0", "--out", str(tmp_path / "b"), "--mem0-python",
+                                str(tmp_path / "none" / "python")])
+    assert done.exit_code == 1 and "no mem0 venv python at" in done.output
+    assert "Traceback" not in done.output and len(done.output.strip().splitlines()) == 1
+    done = runner.invoke(main, ["bench", "mem0", "--out", str(tmp_path / "b"), "--mem0-python", __file__,
+                                "--conversation", "999"])
+    assert done.exit_code == 1 and "LoCoMo conversation 999 not found" in done.output
+    assert not (tmp_path / "b").exists()
+
+
 def _mem0_python() -> str:
     python = default_mem0_python()
     if not os.path.isfile(python):

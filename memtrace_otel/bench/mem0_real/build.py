@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memtrace_otel.bench.mem0_real.world import World, carries
+from memtrace_otel.config import locomo_dir
 
 __all__ = ["BuildOptions", "build", "default_mem0_python", "error_type_of"]
 
@@ -112,6 +113,10 @@ def build(options: BuildOptions) -> dict[str, Any]:
     """Build the part into ``options.out``: span files, ``labels.jsonl``, ``mem0_real_failures.jsonl``,
     ``manifest.json``. Returns the manifest."""
     started = time.monotonic()
+    directory = options.locomo or locomo_dir()
+    for conversation in options.conversations:
+        if not os.path.isfile(os.path.join(directory, f"{conversation}.json")):
+            raise FileNotFoundError(f"LoCoMo conversation {conversation} not found in {directory}")
     os.makedirs(options.out, exist_ok=True)
     labels: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
