@@ -217,3 +217,74 @@ def test_a_unit_writer_filed_under_update_that_dropped_the_fact_is_an_extraction
     history.answer("q1", [context], "guitar")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (history.ops["create D1:1"], ErrorType.EXTRACTION)
+
+
+# -- paraphrase: an extractor's third-person facts carry the message's information --------------------
+
+NECKLACE = ("Thanks, Melanie! This necklace is super special to me - a gift from my grandma in my home "
+            "country, Sweden. She gave it to me when I was young.")
+
+
+def _paraphrase_history(provider: TracerProvider, fact: str) -> History:
+    history = History(provider)
+    history.extract("D4:3", NECKLACE, fact)
+    others(history)
+    return history
+
+
+def _ask_grandma(history: History, returned: list[str]) -> None:
+    with history.mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        history.remember("search", op)
+        op.write("query:g", "What country is Caroline's grandma from?", kind=VariableKind.QUERY)
+        units = [op.read(history.units[key]) for key in returned]
+        context = op.write("context:g", "\n".join(str(u.content) for u in units), kind=VariableKind.CONTEXT)
+    with history.mt.operation("answer", Category.GENERATION) as op:
+        op.read(context)
+        answer = op.write("answer:g", "Norway", kind=VariableKind.ANSWER)
+    with history.mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question="What country is Caroline's grandma from?", prediction="Norway",
+                             gold="Sweden", evidence=["D4:3"], answer=answer, case_id="q1")
+
+
+needs_embeddings = pytest.mark.skipif(
+    __import__("memtrace_otel.attribution.ranking", fromlist=["embedder"]).embedder() is None,
+    reason="the offline embedding model (wordllama, pip install memtrace-otel[bench]) is not installed")
+
+
+@needs_embeddings
+def test_a_paraphrased_fact_carries_the_message(tracer_provider, span_exporter):
+    """'her grandmother in Sweden' says 'my grandma in my home country, Sweden' in other words: the unit
+    carries it, so the search that missed it is to blame, not the extraction."""
+    history = _paraphrase_history(tracer_provider, "Caroline received a special necklace as a gift from her "
+                                                   "grandmother in Sweden.")
+    _ask_grandma(history, ["D1:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (history.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_paraphrase_that_lost_the_answer_does_not_carry(tracer_provider, span_exporter):
+    history = _paraphrase_history(tracer_provider, "Caroline received a special necklace as a gift from her "
+                                                   "grandmother in her home country.")
+    _ask_grandma(history, ["D1:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (history.ops["extract D4:3"], ErrorType.EXTRACTION)
+
+
+def test_the_scope_of_a_shared_store_is_read_off_what_searches_returned(tracer_provider, span_exporter):
+    """mem0's collection holds every user's memories under one store id; a search sees one user's. The
+    fact is Caroline's (her ingestion searched and wrote her units), so Melanie's search is not to blame."""
+    history = History(tracer_provider)
+    history.extract("D1:3", OTHER["D1:3"], "Caroline's dog Max loves long walks.")
+    history.extract("D1:2", OTHER["D1:2"], "Melanie painted a lake sunrise last year.")
+    with history.app.start_as_current_span("turn D1:1"):
+        history.search("ingest D1:1", ["D1:3"])  # the add's own search of Caroline's memories
+        history.extract("D1:1", FACT, "Caroline has played the violin for ten years.")
+    melanie = history.search("q1", ["D1:2"], context="context:q1:melanie")
+    melanie_op = history.ops["search q1 s"]
+    caroline = history.search("q1", ["D1:3"], context="context:q1:caroline")
+    caroline_op = history.ops["search q1 s"]
+    history.answer("q1", [melanie, caroline], "guitar")
+    verdict = verdict_of(span_exporter)
+    assert melanie_op != caroline_op
+    assert (verdict.operation, verdict.error_type) == (caroline_op, ErrorType.RETRIEVAL)

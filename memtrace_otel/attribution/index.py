@@ -26,12 +26,13 @@ from typing import Any
 
 import networkx as nx
 
-from memtrace_otel.attribution.presence import split_lines, tokenize
+from memtrace_otel.attribution.presence import split_header, split_lines, tokenize
 from memtrace_otel.attribution.ranking import DocumentRanker
 from memtrace_otel.attribution.spectrum import ochiai_scores
 from memtrace_otel.graph.index import lookup, operation_nodes, position, variables_by_name
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
+from memtrace_otel.text import sentences
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 
@@ -78,6 +79,7 @@ class GraphIndex:
         self._producers: dict[str, str | None] = {}
         self._tokens: dict[str, frozenset[str]] = {}
         self._lines: dict[str, list[frozenset[str]]] = {}
+        self._pieces: dict[str, list[tuple[str, frozenset[str]]]] = {}
         self._postings: dict[str | None, Postings] | None = None
         self._truncated: dict[str | None, set[str]] = {}
         self._message_count = 0
@@ -89,6 +91,7 @@ class GraphIndex:
         self._ochiai: dict[str, float] | None = None
         self._has_content: bool | None = None
         self._marker_deletes: dict[str, list[tuple[int, str, str]]] | None = None
+        self._scopes: dict[str, str] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -125,6 +128,22 @@ class GraphIndex:
         if found is None:
             found = [tokenize(line) for line in split_lines(self.content(variable))]
             self._lines[variable] = found
+        return found
+
+    def pieces(self, variable: str) -> list[tuple[str, frozenset[str]]]:
+        """Statements of a variable's content with their tokens: its lines, cut into sentences and at
+        semicolons (a merged memory joins its facts with ``;``), headers left out.
+
+        What a paraphrase of one fact is compared with: a line that states several
+        facts resembles none of them as a whole.
+        """
+        found = self._pieces.get(variable)
+        if found is None:
+            found = []
+            for line in (self.content(variable) or "").splitlines():
+                for sentence in sentences(split_header(line)[1]):
+                    found.extend((p, tokenize(p)) for p in (s.strip() for s in sentence.split(";")) if p)
+            self._pieces[variable] = found
         return found
 
     def producer(self, variable: str) -> str | None:
@@ -221,6 +240,23 @@ class GraphIndex:
             if len(searched) == 1:
                 found = searched.pop()
         return found
+
+    def scope(self, node: str) -> str | None:
+        """The memory scope (one user's memories in a shared store) of a retrieval or a stored variable.
+
+        ``None`` when nothing says. A store such as mem0's collection is shared by
+        every user; a search sees one user's memories (its filters), which the
+        spans do not name. The scope is read off what searches returned: the
+        memories one retrieval returned are of one scope, and so are those one
+        ingestion trace (no generation in it) searched, wrote and rewrote. A
+        group no retrieval read from has no known scope. A scope is named by its
+        smallest member, so it does not depend on hash order.
+        """
+        if self._scopes is None:
+            self._scopes = _scopes(self)
+        d = self.G.nodes[node]
+        key = f"op {node}" if d.get("type") == "operation" else f"unit {d.get('name')}"
+        return self._scopes.get(key)
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""
@@ -387,6 +423,46 @@ class GraphIndex:
         if self._ochiai is None:
             self._ochiai = ochiai_scores(self.G)
         return self._ochiai
+
+
+def _scopes(index: GraphIndex) -> dict[str, str]:
+    """Union-find over retrievals and unit names (see :meth:`GraphIndex.scope`): member -> scope."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(members: list[str]) -> None:
+        roots = sorted({find(m) for m in members})
+        for root in roots[1:]:
+            parent[root] = roots[0]
+
+    G = index.G
+    by_trace: dict[str, list[str]] = defaultdict(list)
+    answering: set[str] = set()
+    for op in operation_nodes(G):
+        d = G.nodes[op]
+        trace = str(d.get("trace_id"))
+        if d.get("category") == Category.GENERATION:
+            answering.add(trace)
+        if d.get("category") in _READ_SIDE:
+            returned = [f"unit {G.nodes[v].get('name')}" for v in index.inputs(op) if index.is_stored(v)]
+            if returned:
+                union([f"op {op}", *returned])
+            by_trace[trace].extend(returned)
+        elif not index.is_step(op):
+            by_trace[trace].extend(f"unit {G.nodes[v].get('name')}" for v in index.outputs(op)
+                                   if index.is_stored(v))
+    for trace in sorted(by_trace):
+        if trace not in answering and by_trace[trace]:
+            union(by_trace[trace])
+    # A group no retrieval ever read from says nothing of which search could have returned its units.
+    searched = {find(m) for m in parent if m.startswith("op ")}
+    return {member: find(member) for member in sorted(parent) if find(member) in searched}
 
 
 def _store_id(data: dict[str, Any]) -> str | None:

@@ -50,6 +50,7 @@ from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information
+from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -124,9 +125,13 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
 
 
 def _same_store(index: GraphIndex, retrieval: str, unit: str) -> bool:
-    """Whether ``retrieval`` searched the store ``unit`` lives in (either naming none counts)."""
+    """Whether ``retrieval`` searched the store ``unit`` lives in (either naming none counts), and the
+    same scope of it (one user's memories of a shared store) when both scopes are known."""
     searched, held = index.data(retrieval).get("store_id"), index.store_of(unit)
-    return not searched or not held or searched == held
+    if searched and held and searched != held:
+        return False
+    scope, owner = index.scope(retrieval), index.scope(unit)
+    return scope is None or owner is None or scope == owner
 
 
 def _answers(case: LineageCase, op: str) -> bool:
@@ -460,7 +465,8 @@ class LineageEngine(Engine):
         generator = index.producer(answer) if answer in G else None
         if answer is None or generator is None:
             raise NotAttributed("the evaluation names no answer variable with a producer")
-        case = LineageCase.of(index, answer, generator)
+        case = LineageCase.of(index, answer, generator,
+                              semantic=embedder() if self.use_embeddings and index.has_content else None)
         evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
         suspects = structural_suspects(case, evidence)
         verdicts = [v for e in evidence if (v := _trace(case, failure, e)) is not None]

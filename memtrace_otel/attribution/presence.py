@@ -154,6 +154,8 @@ class Information:
     topic: dict[str, float] = field(default_factory=dict)
     specific: bool = False
     source: str = "gold"
+    text: str = ""
+    """The evidence sentence stating the fact, without its header: what a paraphrase is compared with."""
     # Totals of the weights, summed once: the presence test asks for shares millions of times.
     gold_total: float = field(init=False, repr=False, compare=False, default=0.0)
     sentence_total: float = field(init=False, repr=False, compare=False, default=0.0)
@@ -258,6 +260,7 @@ def critical_information(
         topic={t: w for t, w in sentence.items() if t in asked},
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
         source="gold" if gold_part else "evidence",
+        text=split_header(line)[1].strip(),
     )
 
 
