@@ -233,7 +233,8 @@ def _paraphrase_history(provider: TracerProvider, fact: str) -> History:
 
 
 def _ask_grandma(history: History, returned: list[str]) -> None:
-    with history.mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+    with history.mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory",
+                              store_id="s") as op:
         history.remember("search", op)
         op.write("query:g", "What country is Caroline's grandma from?", kind=VariableKind.QUERY)
         units = [op.read(history.units[key]) for key in returned]
