@@ -75,6 +75,9 @@ OPERATION_CATEGORIES: dict[str, Category] = {
     "retrieve": Category.RETRIEVAL, "search": Category.RETRIEVAL, "recall": Category.RETRIEVAL,
     "reranking": Category.RERANK, "generate": Category.GENERATION, "answer": Category.GENERATION,
     "response": Category.GENERATION, "evaluate": Category.EVALUATION, "judge": Category.EVALUATION,
+    # MemBase's (zjunlp/MemBase): mem0's direct add, EverMemOS's scenario cut and memory-unit creation
+    "embedding": Category.INGEST, "boundary_detection": Category.EXTRACTION,
+    "initialization": Category.INGEST,
     # smartcomment's own defaults: an unnamed operation, a link, the sentinel
     "operation": Category.OTHER, "link": Category.OTHER, "sentinel": Category.OTHER,
 }
@@ -87,8 +90,13 @@ VARIABLE_KINDS: dict[str, VariableKind] = {
     "fact": VariableKind.MEMORY_UNIT, "memory_store": VariableKind.STORE, "question": VariableKind.QUERY,
     "retrieved": VariableKind.CONTEXT, "completion": VariableKind.RESPONSE, "prediction": VariableKind.ANSWER,
     "golden_answer": VariableKind.GOLD, "judgement": VariableKind.VERDICT,
+    # MemBase's categories
+    "memory_entry": VariableKind.MEMORY_UNIT, "memory_context": VariableKind.CONTEXT,
+    "message & query": VariableKind.QUERY, "golden_answers": VariableKind.GOLD,
+    "llm_response": VariableKind.RESPONSE,
 }
-"""Variable categories that name a variable kind; others are ``other``."""
+"""Variable categories (and class names) that name a variable kind; others are ``other``. A node's
+``class_name`` is read first: MemBase files its answers as ``prediction`` of category ``llm_response``."""
 
 _REQUIRED = ("nodes", "edges", "operations", "sessions")
 _REPR_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
@@ -302,9 +310,10 @@ class _Converter:
         node = self.doc.nodes[original]
         raw = node.get("value")
         content = decode_value(raw) if isinstance(raw, str) else ""
-        given = node.get("category")
+        given, class_name = node.get("category"), node.get("class_name")
         category = given if isinstance(given, str) else ""
-        kind = VARIABLE_KINDS.get(category, VariableKind.OTHER)
+        kind = VARIABLE_KINDS.get(class_name) if isinstance(class_name, str) else None
+        kind = kind or VARIABLE_KINDS.get(category, VariableKind.OTHER)
         descriptor = describe(str(kind.value), len(content), content_hash(content), self.vid(copy))
         return descriptor, content, original, category
 

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from memtrace_otel.bench.membase import long_context, mem0, naive_rag
+from memtrace_otel.bench.membase import evermemos, long_context, mem0, naive_rag
 from memtrace_otel.bench.membase.common import ERROR_TYPES, Fault, Outcome, rank_key
 from memtrace_otel.bench.membase.data import Conversation, load
 from memtrace_otel.bench.membase.graph import Graph, NullGraph
 
 __all__ = ["SYSTEMS", "MembaseConfig", "build_membase", "plan_faults", "verify_faults"]
 
-SYSTEMS: dict[str, ModuleType] = {m.NAME: m for m in (mem0, long_context, naive_rag)}
+SYSTEMS: dict[str, ModuleType] = {m.NAME: m for m in (mem0, evermemos, naive_rag, long_context)}
 CONVERSATIONS = ("26", "30", "41", "42", "43", "47", "48", "49")
 _MAX_ROUNDS = 5
 
@@ -141,7 +141,7 @@ def build_membase(config: MembaseConfig,
         document = build_one(system, conversation, f"{config.seed}/{name}/{conversation_id}", config.per_type)
         filename = f"{name}-{conversation_id}.json"
         with open(os.path.join(config.out, filename), "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=1, ensure_ascii=False)
+            json.dump(document, handle, ensure_ascii=False)
         files.append(filename)
         counts = cases.setdefault(name, dict.fromkeys(system.TYPES, 0))
         for note in document["data"]["annotations"]:
