@@ -29,6 +29,7 @@ from memtrace_otel.config import (
     settings_from_env,
 )
 from memtrace_otel.content.store import open_store
+from memtrace_otel.spans.gather import open_backend
 
 __all__ = ["MIN_MEMORY_MIB", "ServeConfig"]
 
@@ -106,7 +107,6 @@ class ServeConfig:
         for name, port in (("gRPC", self.grpc_port), ("HTTP", self.http_port)):
             if port is not None and not 0 <= port <= 65535:
                 raise ValueError(f"{name} port {port} is not in 0..65535")
-        if self.jaeger_url and self.tempo_url:
-            raise ValueError("give either a Jaeger or a Tempo query URL, not both")
+        open_backend(self.jaeger_url, self.tempo_url)  # one of the two, each a well-formed URL
         if self.content_store is not None:
             open_store(self.content_store)  # ContentStoreError (a ValueError) names a bad path or URL

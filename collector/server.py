@@ -19,10 +19,10 @@ from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.memory import MemoryGuard
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.collector.service import AttributionService
-from memtrace_otel.config import backend_bounds_from_env
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
+from memtrace_otel.spans.gather import open_backend
 from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
@@ -69,18 +69,11 @@ class VerdictLogExporter(SpanExporter):
 
 
 def _backend(config: ServeConfig) -> TraceBackend | None:
-    timeout, deadline = backend_bounds_from_env()
-    if config.jaeger_url:
-        from memtrace_otel.spans.jaeger_query import JaegerQueryClient
-
-        return JaegerQueryClient(config.jaeger_url, timeout=timeout, deadline=deadline)
-    if config.tempo_url:
-        from memtrace_otel.spans.tempo_query import TempoQueryClient
-
-        return TempoQueryClient(config.tempo_url, timeout=timeout, deadline=deadline)
-    _logger.warning("no --jaeger/--tempo query URL: memory written in other traces cannot be fetched, so "
-                    "failures are attributed from their own trace only")
-    return None
+    backend = open_backend(config.jaeger_url, config.tempo_url)
+    if backend is None:
+        _logger.warning("no --jaeger/--tempo query URL: memory written in other traces cannot be fetched, so "
+                        "failures are attributed from their own trace only")
+    return backend
 
 
 class MemtraceServer:

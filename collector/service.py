@@ -32,21 +32,21 @@ import networkx as nx
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.trace import SpanContext, TraceFlags, Tracer
+from opentelemetry.trace import Tracer
 
 from memtrace_otel.attribution import create_engine
-from memtrace_otel.attribution.base import Attribution, FailureCase
+from memtrace_otel.attribution.base import Attribution
+from memtrace_otel.attribution.runner import analyze
 from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler
 from memtrace_otel.collector.outbox import OutboxSpanProcessor
-from memtrace_otel.graph.build import ContentLookup, build_graph
-from memtrace_otel.graph.query import failed_evaluations
+from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.backend import TraceBackend
-from memtrace_otel.spans.linked import fetch_linked_traces
+from memtrace_otel.spans.gather import Gathered
+from memtrace_otel.spans.linked import LinkedFetch
 from memtrace_otel.spans.model import SpanRecord
-from memtrace_otel.spans.readers import SpanReadResult
-from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS, fetch_store_traces
+from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS
 from memtrace_otel.version import __version__
 
 __all__ = ["AttributionService", "ServiceStats"]
@@ -124,7 +124,7 @@ class AttributionService:
         if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0:
             raise ValueError("max_jobs must be >= 1, tick_seconds > 0 and store_lookback >= 0")
         self.store_lookback = store_lookback
-        self._warned_unsearchable = False
+        self._warned_unsearchable = self._warned_no_content = False
         self.assembler = assembler or TraceAssembler()
         self.backend = backend
         self._content_by_hash = content_by_hash
@@ -200,44 +200,49 @@ class AttributionService:
             _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
 
     def _attribute(self, trace: AssembledTrace) -> None:
-        result = SpanReadResult()
-        result.add(trace.spans)
-        if self.backend is not None:
-            self._fetch_linked(result, self.backend)
-            if self.store_lookback > 0:
-                # After the links: the linked traces name the services that wrote the store too.
-                self._fetch_store_traces(result, self.backend, trace.trace_id)
-                self._fetch_linked(result, self.backend)
-        G = build_graph(result.spans, content_by_hash=self._content_by_hash)
+        # The library pipeline (attribution/runner.analyze): the traces the failure needs gathered
+        # from the backend, one graph, the failures of this trace only (a failure of a fetched trace
+        # belongs to the instance that owns it).
+        found = analyze(trace.spans, self.engine, backend=self.backend, store_lookback=self.store_lookback,
+                        content_by_hash=self._content_by_hash, traces={trace.trace_id}, warn=self._no_content)
+        if found.gathered is not None:
+            self._count_gathered(found.gathered, trace.trace_id)
         # Contents read from the store were kept out of the backend on purpose: the engine's words,
         # which may quote them, must not go back there (the annotation says names, ids, error type).
         quotable = self._content_by_hash is None or not any(
-            MemTrace.CONTENT_REF in span.attributes for span in result.spans)
-        for evaluation in failed_evaluations(G):
-            if G.nodes[evaluation].get("trace_id") != trace.trace_id:
-                continue  # a failure of a fetched trace belongs to the instance that owns it
-            attribution = self.engine.attribute(G, FailureCase.from_graph(G, evaluation))
-            self._annotate(self._tracer, G, attribution, quotable)
+            MemTrace.CONTENT_REF in span.attributes for span in found.spans.spans)
+        for attribution in found.attributions:
+            self._annotate(self._tracer, found.graph, attribution, quotable)
             self.stats.add(attributions=1)
 
-    def _fetch_store_traces(self, result: SpanReadResult, backend: TraceBackend, trace_id: str) -> None:
-        fetched = fetch_store_traces(result, backend, {trace_id}, lookback_seconds=self.store_lookback)
-        if not fetched.searchable and not self._warned_unsearchable:
-            self._warned_unsearchable = True
-            _logger.warning("%s cannot search traces by attribute: only linked traces are fetched, so a "
-                            "retrieval that missed a memory may be judged a ResponseError", backend.name)
-        self.stats.add(store_fetched=len(fetched.received - {trace_id}),
-                       store_searches_limited=len(fetched.limited))
-        for use in fetched.limited:
-            _logger.warning("store %r of %s: the search returned its limit of traces; older ones were not "
-                            "fetched", use.store_id, use.service)
-        for problem in fetched.problems[:5]:
-            _logger.warning("store trace search: %s", problem)
+    def _no_content(self, message: str) -> None:
+        if not self._warned_no_content:  # once per service, not per failure
+            self._warned_no_content = True
+            _logger.warning(message)
 
-    def _fetch_linked(self, result: SpanReadResult, backend: TraceBackend) -> None:
-        fetched = fetch_linked_traces(result, backend)
-        self.stats.add(linked_fetched=len(fetched.received))
-        self.stats.add(linked_missing=len(fetched.still_missing))
+    def _count_gathered(self, gathered: Gathered, trace_id: str) -> None:
+        """The fetches' counters and log lines (at most five problems of each fetch)."""
+        first, *rest = gathered.linked
+        self._count_linked(first)
+        store = gathered.store
+        if store is not None:
+            if not store.searchable and not self._warned_unsearchable:
+                self._warned_unsearchable = True
+                _logger.warning("%s cannot search traces by attribute: only linked traces are fetched, so a "
+                                "retrieval that missed a memory may be judged a ResponseError",
+                                self.backend.name if self.backend else "the backend")
+            self.stats.add(store_fetched=len(store.received - {trace_id}),
+                           store_searches_limited=len(store.limited))
+            for use in store.limited:
+                _logger.warning("store %r of %s: the search returned its limit of traces; older ones were "
+                                "not fetched", use.store_id, use.service)
+            for problem in store.problems[:5]:
+                _logger.warning("store trace search: %s", problem)
+        for fetch in rest:
+            self._count_linked(fetch)
+
+    def _count_linked(self, fetched: LinkedFetch) -> None:
+        self.stats.add(linked_fetched=len(fetched.received), linked_missing=len(fetched.still_missing))
         for problem in fetched.problems[:5]:
             _logger.warning("linked trace fetch: %s", problem)
 
@@ -259,12 +264,9 @@ class _JobStep:
 
 
 def _default_annotate() -> Annotate:
-    from memtrace_otel.writeback.annotations import write_annotations
+    from memtrace_otel.writeback.annotations import annotate as write_back
 
     def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool) -> None:
-        data = G.nodes[attribution.case.evaluation]
-        evaluation = SpanContext(int(data["trace_id"], 16), int(data["span_id"], 16), is_remote=True,
-                                 trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        write_annotations(tracer, attribution, evaluation, include_explanation=quotable)
+        write_back(tracer, G, [attribution], include_explanation=quotable)
 
     return annotate

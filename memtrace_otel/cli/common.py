@@ -20,19 +20,16 @@ import networkx as nx
 from click.core import ParameterSource
 from rich.console import Console
 
+from memtrace_otel.attribution import runner
 from memtrace_otel.attribution.base import available_engines
 from memtrace_otel.cli.terminal import safe_markup, safe_text
-from memtrace_otel.config import ENV_CONTENT_STORE, ENV_JAEGER_URL, ENV_TEMPO_URL, backend_bounds_from_env
+from memtrace_otel.config import ENV_CONTENT_STORE, ENV_JAEGER_URL, ENV_TEMPO_URL
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.content.store import ContentStoreError
-from memtrace_otel.graph.build import build_graph
 from memtrace_otel.spans.backend import TraceBackend
-from memtrace_otel.spans.jaeger_query import JaegerQueryClient
-from memtrace_otel.spans.linked import fetch_linked_traces
+from memtrace_otel.spans.gather import BackendChoiceError, Gathered, open_backend
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import STDIN, SpanReadResult, read_span_files
-from memtrace_otel.spans.store_scope import fetch_store_traces
-from memtrace_otel.spans.tempo_query import TempoQueryClient
 
 __all__ = [
     "EXIT_PARTIAL",
@@ -42,7 +39,9 @@ __all__ = [
     "content_store_option",
     "files_argument",
     "jaeger_option",
+    "load_analysis",
     "load_graph",
+    "open_backend_option",
     "print_json",
     "report_problems",
     "say",
@@ -54,7 +53,6 @@ __all__ = [
 ]
 
 EXIT_PARTIAL = 3
-_FETCH_ROUNDS = 5
 MAX_PROBLEM_LINES = 50
 
 # emoji=False: rich would otherwise turn ":smile:" in user content into an emoji.
@@ -145,16 +143,26 @@ def load_graph(
     files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None,
     content_store: str | None = None, store_lookback: float = 0.0,
 ) -> tuple[SpanReadResult, nx.DiGraph, list[Problem]]:
-    """Read ``files`` (``-`` is standard input) and build one graph; all problems together.
+    """:func:`load_analysis`'s spans, graph and problems."""
+    found = load_analysis(files, jaeger_url=jaeger_url, tempo_url=tempo_url, content_store=content_store,
+                          store_lookback=store_lookback)
+    return found.spans, found.graph, found.problems
 
-    With ``jaeger_url`` (or ``tempo_url``), traces the graph links to but the files
-    lack are fetched from Jaeger (or Tempo), and the traces those link to, a few
-    rounds deep: the trace backend, not memtrace, is where writes and later reads
-    meet again. With ``store_lookback`` > 0 too, the backend is first searched for the traces
-    that used the input's memory stores in that many seconds before (spans/store_scope). The
-    graph's ``input_traces`` names the traces the files held. With ``content_store``, contents
-    the spans reference are read from it; a store that cannot be read, or lacks texts, is one
-    problem each.
+
+def load_analysis(
+    files: Sequence[str], *, jaeger_url: str | None = None, tempo_url: str | None = None,
+    content_store: str | None = None, store_lookback: float = 0.0,
+) -> runner.Analysis:
+    """Read ``files`` (``-`` is standard input) and build one graph (:func:`memtrace_otel.attribution.
+    runner.load_graph`), saying on stderr what the backend gave; all problems together.
+
+    With ``jaeger_url`` (or ``tempo_url``), traces the input links to but lacks are fetched from
+    Jaeger (or Tempo), and the traces those link to, a few rounds deep: the trace backend, not
+    memtrace, is where writes and later reads meet again. With ``store_lookback`` > 0 too, the
+    backend is also searched for the traces that used the input's memory stores in that many
+    seconds before (spans/store_scope). The graph's ``input_traces`` names the traces the files
+    held. With ``content_store``, contents the spans reference are read from it; a store that
+    cannot be read, or lacks texts, is one problem each.
 
     Raises
     ------
@@ -165,30 +173,13 @@ def load_graph(
     click.BadParameter
         A malformed ``jaeger_url``, ``tempo_url`` or ``content_store``.
     """
-    check_one_backend(jaeger_url, tempo_url)
-    url = jaeger_url or tempo_url
-    backend = _backend(jaeger_url, tempo_url)
+    backend = open_backend_option(jaeger_url, tempo_url)
     resolver = content_resolver(content_store)
-    by_hash = resolver.get if resolver is not None else None
-    result = _read(files)
-    input_traces = {span.trace_id for span in result.spans}
-    fetch_problems: list[Problem] = []
-    if backend is not None and url and store_lookback > 0:
-        fetch_problems = _search_stores(result, backend, url, input_traces, store_lookback)
-    graph = build_graph(result.spans, content_by_hash=by_hash)
-    if backend is not None and url and graph.graph["missing_traces"]:
-        fetch_problems += _fetch_linked(result, backend, url)
-        graph = build_graph(result.spans, content_by_hash=by_hash)
-    graph.graph["input_traces"] = input_traces
-    return result, graph, [*result.problems, *fetch_problems, *graph.graph["problems"],
-                           *_store_problems(resolver)]
-
-
-def _store_problems(resolver: ContentResolver | None) -> list[Problem]:
-    if resolver is None:
-        return []
-    where = f"content store {resolver.url}"
-    return [Problem(where, line.removeprefix(f"{where}: ")) for line in resolver.messages()]
+    found = runner.load_graph(_read(files), backend=backend, store_lookback=store_lookback,
+                              content_store=resolver)
+    if found.gathered is not None and backend is not None:
+        _say_gathered(found.gathered, backend, jaeger_url or tempo_url or "", found.input_traces)
+    return found
 
 
 def _read(files: Sequence[str]) -> SpanReadResult:
@@ -204,10 +195,13 @@ def _read(files: Sequence[str]) -> SpanReadResult:
 def check_one_backend(jaeger_url: str | None, tempo_url: str | None) -> None:
     """Refuse ``--jaeger`` with ``--tempo``: linked traces come from one backend.
 
+    The rule is :func:`~memtrace_otel.spans.gather.open_backend`'s; this says it as a usage error
+    that names the environment variable either came from.
+
     Raises
     ------
     click.UsageError
-        Both are given (the message names the environment variable either came from).
+        Both are given.
     """
     if not (jaeger_url and tempo_url):
         return
@@ -222,41 +216,47 @@ def check_one_backend(jaeger_url: str | None, tempo_url: str | None) -> None:
                            "give the one trace backend to fetch linked traces from")
 
 
-def _backend(jaeger_url: str | None, tempo_url: str | None) -> TraceBackend | None:
+def open_backend_option(jaeger_url: str | None, tempo_url: str | None) -> TraceBackend | None:
+    """:func:`~memtrace_otel.spans.gather.open_backend` with its errors as click's.
+
+    Raises
+    ------
+    click.UsageError
+        Both are given (:func:`check_one_backend`).
+    click.BadParameter
+        A malformed URL, naming its option.
+    """
     try:
-        timeout, deadline = backend_bounds_from_env()
-        if jaeger_url:
-            return JaegerQueryClient(jaeger_url, timeout=timeout, deadline=deadline)
-        return TempoQueryClient(tempo_url, timeout=timeout, deadline=deadline) if tempo_url else None
+        return open_backend(jaeger_url, tempo_url)
+    except BackendChoiceError:
+        check_one_backend(jaeger_url, tempo_url)
+        raise
     except ValueError as error:
         option = "--jaeger" if jaeger_url else "--tempo"
         raise click.BadParameter(safe_text(error), param_hint=option) from None
 
 
-def _search_stores(result: SpanReadResult, backend: TraceBackend, url: str, input_traces: set[str],
-                   lookback: float) -> list[Problem]:
-    """Add the traces that used the input's memory stores; one line says how many came back."""
-    # Linked traces first: they name the services that wrote the stores, searched under each.
-    problems = _fetch_linked(result, backend, url)
-    fetched = fetch_store_traces(result, backend, input_traces, lookback_seconds=lookback)
-    if not fetched.searchable:
-        say(f"{safe_markup(backend.name)} cannot search traces by attribute: --store-lookback ignored")
-    elif fetched.searched:
-        stores = len({use.store_id for use in fetched.searched})
-        found = len(fetched.received - input_traces)
-        say(f"searched {stores} memory store(s) at {safe_markup(url)}: {found} more trace(s) used them"
-            + (f"; {len(fetched.limited)} search(es) hit the limit, older traces not fetched"
-               if fetched.limited else ""))
-    return [*problems, *fetched.problems]
+def _say_gathered(gathered: Gathered, backend: TraceBackend, url: str, input_traces: set[str]) -> None:
+    """One line per pass over the links that asked for something, one for the store search."""
+    first, *rest = gathered.linked
+    _say_linked(first.requested, first.received, url)
+    store = gathered.store
+    if store is not None:
+        if not store.searchable:
+            say(f"{safe_markup(backend.name)} cannot search traces by attribute: --store-lookback ignored")
+        elif store.searched:
+            stores = len({use.store_id for use in store.searched})
+            found = len(store.received - input_traces)
+            say(f"searched {stores} memory store(s) at {safe_markup(url)}: {found} more trace(s) used them"
+                + (f"; {len(store.limited)} search(es) hit the limit, older traces not fetched"
+                   if store.limited else ""))
+    for fetch in rest:
+        _say_linked(fetch.requested, fetch.received, url)
 
 
-def _fetch_linked(result: SpanReadResult, backend: TraceBackend, url: str) -> list[Problem]:
-    """Complete ``result`` from ``backend``; one line says how many traces really came back."""
-    fetched = fetch_linked_traces(result, backend, rounds=_FETCH_ROUNDS)
-    if fetched.requested:
-        say(f"fetched {len(fetched.received)} of {len(fetched.requested)} linked trace(s) "
-            f"from {safe_markup(url)}")
-    return list(fetched.problems)
+def _say_linked(requested: set[str], received: set[str], url: str) -> None:
+    if requested:
+        say(f"fetched {len(received)} of {len(requested)} linked trace(s) from {safe_markup(url)}")
 
 
 def _json_safe(value: Any) -> Any:

@@ -15,11 +15,10 @@ to report (no failed evaluation) is one line on stderr and exit 1, not an empty 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import click
@@ -27,7 +26,12 @@ import networkx as nx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memtrace_otel.attribution.base import FailureCase, create_engine
-from memtrace_otel.attribution.runner import NO_CONTENT_WARNING, attribute_failures, content_available
+from memtrace_otel.attribution.runner import (
+    NO_CONTENT_WARNING,
+    attribute_failures,
+    content_available,
+    process_map,
+)
 from memtrace_otel.bench.score import find_case_evaluation, load_labels
 from memtrace_otel.cli.common import (
     EXIT_PARTIAL,
@@ -167,14 +171,15 @@ def _run(batches: list[list[_Pipeline]], s: _Settings, jobs: int,
             results[index] = _run_batch(batch, s)
             tick(index + 1, len(batches))
         return [d for found in results for d in found]
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    done = 0
+
+    def finished(_index: int, _drawn: list[_Drawn]) -> None:
+        nonlocal done
+        done += 1
+        tick(done, len(batches))
+
     order = sorted(range(len(batches)), key=lambda i: -_size(batches[i]))
-    with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=context) as pool:
-        futures = {pool.submit(_run_batch, batches[i], s): i for i in order}
-        for done, future in enumerate(as_completed(futures), 1):
-            results[futures[future]] = future.result()
-            tick(done, len(batches))
+    results = process_map(partial(_run_batch, s=s), batches, jobs=jobs, first=order, on_result=finished)
     return [d for found in results for d in found]
 
 

@@ -26,8 +26,10 @@ Thread-safe as far as the tracer is (the SDK's is).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import networkx as nx
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags, Tracer
 
@@ -42,6 +44,7 @@ from memtrace_otel.semconv import (
 from memtrace_otel.suppress import suppress_instrumentation
 
 __all__ = [
+    "annotate",
     "annotation_attributes",
     "root_cause_context",
     "write_annotations",
@@ -231,4 +234,29 @@ def write_annotations(
                                   include_explanation=include_explanation)
     if other is not None:
         spans.append(other)
+    return spans
+
+
+def annotate(
+    tracer: Tracer, G: nx.DiGraph, attributions: Iterable[Attribution], *, include_explanation: bool = True,
+    span_contexts: Mapping[tuple[str, str], SpanContext] | None = None,
+) -> list[Span]:
+    """Write every verdict back (:func:`write_annotations`), finding the spans they hang under.
+
+    The library's write-back call, shared by ``memtrace serve`` and the in-process processor.
+    ``span_contexts`` maps ``(trace id, span id)`` to the live span contexts a process holds (the
+    processor's own spans); an evaluation not in it is addressed by the graph's ids, as a remote
+    span (``serve``), and a root cause not in it as :func:`root_cause_context` says.
+    ``include_explanation=False`` leaves out the engine's words (they may quote contents).
+    """
+    contexts = span_contexts or {}
+    spans: list[Span] = []
+    for attribution in attributions:
+        data = G.nodes[attribution.case.evaluation]
+        trace_id, span_id = data["trace_id"], data["span_id"]
+        evaluation = contexts.get((trace_id, span_id)) or SpanContext(
+            int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        root = contexts.get((attribution.trace_id or "", attribution.span_id or ""))
+        spans.extend(write_annotations(tracer, attribution, evaluation, root,
+                                       include_explanation=include_explanation))
     return spans

@@ -58,7 +58,7 @@ from memtrace_otel.semconv import (
 )
 from memtrace_otel.spans.model import SpanRecord, record_from_readable
 from memtrace_otel.version import __version__
-from memtrace_otel.writeback.annotations import write_annotations
+from memtrace_otel.writeback.annotations import annotate
 
 __all__ = ["AttributionSpanProcessor"]
 
@@ -325,10 +325,9 @@ class AttributionSpanProcessor(SpanProcessor):
             self._problem("engine_errors", "engine %s raised; failure %s not attributed",
                           self._engine.name, node, exc_info=True)
             return
-        root = contexts.get((verdict.trace_id or "", verdict.span_id or ""))
         try:
-            spans = write_annotations(self._annotation_tracer(), verdict, evaluation, root,
-                                      include_explanation=self._include_explanation)
+            spans = annotate(self._annotation_tracer(), G, [verdict],
+                             include_explanation=self._include_explanation, span_contexts=contexts)
         except Exception:
             self._problem("write_errors", "writing the annotation spans failed", exc_info=True)
             return
