@@ -40,7 +40,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, locomo: str) -> Path:
     out = tmp_path_factory.mktemp("membase")
-    build_membase(MembaseConfig(out=str(out), conversations=["30"], per_type=2))
+    build_membase(MembaseConfig(out=str(out), conversations=["30"], per_type=2, jobs=1))
     return out
 
 
@@ -50,7 +50,7 @@ def _graphs(directory: Path) -> dict[str, dict[str, Any]]:
 
 def test_same_seed_same_files_other_seed_other_faults(built: Path, tmp_path: Path) -> None:
     build_membase(MembaseConfig(out=str(tmp_path / "again"), conversations=["30"], per_type=2,
-                                systems=["Mem0", "EverMemOS"]))
+                                systems=["Mem0", "EverMemOS"], jobs=2))  # in worker processes
     for name in ("Mem0-30.json", "EverMemOS-30.json"):
         assert (built / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     build_membase(MembaseConfig(out=str(tmp_path / "other"), seed=1, conversations=["30"], per_type=2,

@@ -195,19 +195,20 @@ def mem0_command(out: str, mem0_python: str | None, conversations: tuple[str, ..
 @click.option("--conversation", "conversations", multiple=True, callback=_plain_ids,
               help="Only these LoCoMo ids (repeatable) [default: the eight].")
 @click.option("--per-type", type=click.IntRange(1), default=None,
-              help="Faults planned per (system, conversation, error type) [default 5].")
+              help="Faults planned per (system, conversation, error type) [default 6].")
+@click.option("--jobs", type=click.IntRange(1), default=None, help="Worker processes [default: cores].")
 @click.option("--locomo", type=click.Path(file_okay=False), default=None,
               help="LoCoMo directory [default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo].")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
 def membase_command(out: str, seed: int, systems: tuple[str, ...], conversations: tuple[str, ...],
-                    per_type: int | None, locomo: str | None, as_json: bool) -> None:
+                    per_type: int | None, jobs: int | None, locomo: str | None, as_json: bool) -> None:
     """The MemBase-vocabulary part: annotated smartcomment graphs traced as MemBase traces its systems.
 
     Score them with `memtrace bench score --format memtracebench DIR --engine NAME`.
     """
     from memtrace_otel.bench.membase.build import MembaseConfig, build_membase
 
-    config = MembaseConfig(out=out, seed=seed, locomo=locomo)
+    config = MembaseConfig(out=out, seed=seed, locomo=locomo, jobs=jobs)
     if systems:
         config.systems = list(systems)
     if conversations:

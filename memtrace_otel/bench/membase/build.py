@@ -17,6 +17,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -39,8 +40,9 @@ class MembaseConfig:
     seed: int = 0
     systems: list[str] = field(default_factory=lambda: list(SYSTEMS))
     conversations: list[str] = field(default_factory=lambda: list(CONVERSATIONS))
-    per_type: int = 5
+    per_type: int = 6
     locomo: str | None = None
+    jobs: int | None = None  # worker processes [default: cores]
 
 
 def _run(system: ModuleType, conversation: Conversation, faults: list[Fault], seed: str,
@@ -121,6 +123,16 @@ def build_one(system: ModuleType, conversation: Conversation, seed: str, per_typ
     return graph.export()
 
 
+def _job(job: tuple[str, Conversation, str, int, str]) -> tuple[str, list[str]]:
+    """Build and write one graph (in a worker process); its file name and its labels' error types."""
+    name, conversation, seed, per_type, out = job
+    document = build_one(SYSTEMS[name], conversation, seed, per_type)
+    filename = f"{name}-{conversation.conversation_id}.json"
+    with open(os.path.join(out, filename), "w", encoding="utf-8") as handle:
+        json.dump(document, handle, ensure_ascii=False)
+    return filename, [note["final_error_type"] for note in document["data"]["annotations"]]
+
+
 def build_membase(config: MembaseConfig,
                   progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Write one graph per (system, conversation) and ``manifest.txt`` into ``config.out``.
@@ -131,23 +143,32 @@ def build_membase(config: MembaseConfig,
     if unknown:
         raise ValueError(f"unknown MemBase system {unknown[0]!r} (known: {', '.join(SYSTEMS)})")
     started = time.perf_counter()
+    # every conversation is read before any work: a bad data directory is one line, not a worker's traceback
+    jobs = [(name, load(c, SYSTEMS[name].MAX_SESSIONS, config.locomo), f"{config.seed}/{name}/{c}",
+             config.per_type, config.out) for name in config.systems for c in config.conversations]
     os.makedirs(config.out, exist_ok=True)
+    done: dict[int, tuple[str, list[str]]] = {}
+    workers = max(1, min(config.jobs or os.cpu_count() or 1, len(jobs)))
+    if workers == 1:
+        for index, job in enumerate(jobs):
+            done[index] = _job(job)
+            if progress:
+                progress(done[index][0].removesuffix(".json"), len(done), len(jobs))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_job, job): index for index, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                if progress:
+                    progress(done[futures[future]][0].removesuffix(".json"), len(done), len(jobs))
     cases: dict[str, dict[str, int]] = {}
     files = []
-    jobs = [(s, c) for s in config.systems for c in config.conversations]
-    for done, (name, conversation_id) in enumerate(jobs, 1):
-        system = SYSTEMS[name]
-        conversation = load(conversation_id, system.MAX_SESSIONS, config.locomo)
-        document = build_one(system, conversation, f"{config.seed}/{name}/{conversation_id}", config.per_type)
-        filename = f"{name}-{conversation_id}.json"
-        with open(os.path.join(config.out, filename), "w", encoding="utf-8") as handle:
-            json.dump(document, handle, ensure_ascii=False)
+    for index, (name, *_rest) in enumerate(jobs):  # in job order, whatever order they finished in
+        filename, types = done[index]
         files.append(filename)
-        counts = cases.setdefault(name, dict.fromkeys(system.TYPES, 0))
-        for note in document["data"]["annotations"]:
-            counts[note["final_error_type"]] += 1
-        if progress:
-            progress(f"{name}/{conversation_id}", done, len(jobs))
+        counts = cases.setdefault(name, dict.fromkeys(SYSTEMS[name].TYPES, 0))
+        for error_type in types:
+            counts[error_type] += 1
     manifest = {"part": "membase", "seed": config.seed, "files": files,
                 "labelled_cases": sum(sum(c.values()) for c in cases.values()),
                 "cases": cases,

@@ -48,10 +48,10 @@ __all__ = ["NAME", "TYPES", "plan", "run"]
 
 NAME = "Mem0"
 TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
-MAX_SESSIONS = 10
+MAX_SESSIONS = 12
 TOP_K = 10
 _MAIN = "membase/baselines/mem0/memory/main.py"
-_MERGE, _REPLACE = 0.45, 0.25
+_MERGE, _REPLACE = 0.3, 0.18
 
 _EXTRACTION_PROMPT = (
     "You are a Personal Information Organizer, specialized in accurately storing facts, user memories, and "
@@ -164,7 +164,7 @@ def _decide(graph: Graph, turn: Turn, facts: list[tuple[str, str]], facts_var: V
         best = scored[0] if scored else None
         if best and best[0] >= _MERGE and len(best[2].dias) < 3:
             plan.append(("UPDATE", best[2], f"{best[2].text.rstrip('.')}; {text}", dia))
-        elif best and best[0] >= _REPLACE and rank_key(seed, "replace", dia) % 6 == 0:
+        elif best and best[0] >= _REPLACE and rank_key(seed, "replace", dia) % 4 == 0:
             plan.append(("DELETE", best[2], best[2].text, ""))
             plan.append(("ADD", None, text, dia))
         else:
