@@ -57,6 +57,7 @@ Gold answer: {gold}
 Generated answer: {answer}
 """
 TOP_K = 5
+ALL = 100_000
 
 
 class SeededIds(IdGenerator):
@@ -211,8 +212,10 @@ class App:
 
     def oracle_search(self, qa: Any, speaker: str, texts: list[str]) -> list[str]:
         """The search's oracle: what it returned, after the speaker's live memories that hold a key fact."""
-        listing = self.memory.get_all(**({"user_id": speaker} if self.generation == 1
-                                         else {"filters": {"user_id": speaker}}))["results"]
+        # every record: get_all's default page (1.x 100, 2.x 20) would hide a long conversation's memories
+        options = ({"user_id": speaker, "limit": ALL} if self.generation == 1
+                   else {"filters": {"user_id": speaker}, "top_k": ALL})
+        listing = self.memory.get_all(**options)["results"]
         alive = sorted((item["memory"] for item in listing), key=str)
         keys = [fact for _, fact in self.world.key_facts(qa)]
         holding = [m for m in alive if any(carries(m, f) for f in keys)]
