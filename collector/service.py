@@ -4,10 +4,11 @@ Data flow, one box per module::
 
     OTLP receivers (grpc_receiver, http_receiver)
         -> TraceAssembler (assembler: group by trace, wait until it settles, bounded)
-        -> settle thread: traces holding a failed evaluation become jobs (bounded deque)
-        -> attribution worker: the trace + the traces that used the same memory stores
-           (spans/store_scope: a search of the backend) + the linked traces it lacks,
-           fetched from the backend's query API (spans/linked) -> graph -> engine -> annotation spans
+        -> settle thread: traces holding a failed evaluation become jobs (a bounded BatchWorker)
+        -> attribution worker: attribution/runner.analyze, the library pipeline: the trace + the
+           linked traces it lacks + the traces that used the same memory stores (spans/gather:
+           fetched and searched through the backend's query API) -> graph -> engine
+           -> annotation spans (writeback/annotations.annotate)
         -> OutboxSpanProcessor (outbox: OTLP to the backend, retried until accepted)
 
 Each instance holds only the traces routed to it (the Collector's

@@ -160,7 +160,8 @@ class BatchWorker(Generic[T]):
 
     def wake(self) -> None:
         """Start a drain now (with ``export_empty``, an export of an empty batch at least)."""
-        self._wake.set()
+        if not self._wake.is_set():  # a producer may call this per item: setting takes a lock
+            self._wake.set()
 
     @property
     def queued(self) -> int:
