@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from memtrace_otel.bench.membase import build as membase
 from memtrace_otel.bench.membase.build import MembaseConfig, build_membase, plan_faults, verify_faults
+from memtrace_otel.bench.membase.common import carries
 from memtrace_otel.bench.membase.data import load
 from memtrace_otel.bench.memtracebench import labelled_cases, score_memtracebench
 from memtrace_otel.cli import main
@@ -104,7 +105,9 @@ def test_removing_a_fault_restores_its_answer_and_each_fault_alone_is_its_cause(
         faults = verify_faults(system, conversation, plan_faults(system, conversation, clean, seed, 2), seed)
         assert {f.error_type for f in faults} == set(system.TYPES), system.NAME
         together = membase._run(system, conversation, faults, seed)
+        answers = {q.qid: q.answer for q in conversation.questions}
         for fault in faults:
+            assert not carries(fault.text, answers[fault.question]), fault  # a lossy fault loses the answer
             assert clean.passed[fault.question]
             assert not together.passed[fault.question]
             assert fault in together.fired

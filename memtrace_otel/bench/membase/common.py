@@ -36,6 +36,8 @@ __all__ = [
     "Fault",
     "Outcome",
     "Retriever",
+    "blur",
+    "carries",
     "evaluate",
     "rank_key",
     "search_session",
@@ -94,6 +96,20 @@ def word_set(text: str) -> frozenset[str]:
     return frozenset(tokens(text))
 
 
+def carries(text: str, answer: str) -> bool:
+    """Whether ``text`` says every content word of ``answer`` (a fault must not leave the answer behind)."""
+    words = word_set(answer)
+    return bool(words) and words <= word_set(text)
+
+
+def blur(text: str, avoid: Iterable[str], keep: int = 3) -> str:
+    """The first ``keep`` content words of ``text`` that say none of the words of ``avoid`` (a question's
+    answer, a speaker's name): what a lossy extraction keeps of a statement."""
+    banned = frozenset().union(*(word_set(a) for a in avoid))
+    kept = [w for w in re.findall(r"[A-Za-z0-9']+", text) if word_set(w) and not word_set(w) & banned]
+    return " ".join(kept[:keep]) or "something"
+
+
 def similarity(a: str, b: str) -> float:
     """Jaccard overlap of content words (mem0's "similar memory", simplified)."""
     x, y = word_set(a), word_set(b)
@@ -116,6 +132,7 @@ class Fault:
     question: str
     target: str
     variant: str = ""
+    text: str = ""  # what a lossy fault writes instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +260,8 @@ def _misread(question: Question, answers: dict[str, str], variant: str) -> str:
     """A reader's mistake on a context that holds the answer: another question's answer, or a refusal."""
     if variant == "refuse":
         return UNKNOWN
-    others = sorted((a for qid, a in answers.items() if qid != question.qid and a != question.answer),
+    gold = question.answer
+    others = sorted((a for qid, a in answers.items()
+                     if qid != question.qid and not carries(a, gold) and not carries(gold, a)),
                     key=lambda a: rank_key(question.qid, a))
     return others[0] if others else UNKNOWN

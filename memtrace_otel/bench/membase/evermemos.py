@@ -38,6 +38,7 @@ from memtrace_otel.bench.membase.common import (
     Fault,
     Outcome,
     Retriever,
+    blur,
     evaluate,
     query_variable,
     rank_key,
@@ -231,8 +232,8 @@ class _Layer:
             fault = self.faults.get(("episode", turn.dia_id))
             if fault is not None:
                 self.outcome.fired[fault] = op_id
-                if fault.variant == "lossy" and turn.facts:
-                    facts.append((f"{turn.speaker} also mentioned something about {_topic(turn)}.", ""))
+                if fault.variant == "lossy":
+                    facts.append((fault.text, ""))
                 continue
             facts.extend((f.text, turn.dia_id) for f in turn.facts)
         date = turns[-1].timestamp[:10]
@@ -291,11 +292,6 @@ class _Layer:
         graph.end_scope()
         self.units.append(_Unit(event_id, subject, episode, [t for t, _ in facts],
                                 frozenset(d for _, d in facts if d), unit_var, len(self.units)))
-
-
-def _topic(turn: Turn) -> str:
-    words = [w for w in turn.facts[0].text.rstrip(".").split() if w.lower() != turn.speaker.lower()]
-    return " ".join(words[-2:]).lower() if words else "it"
 
 
 def _results(graph: Graph, units: list[_Unit], order: list[int], scores: dict[int, float], category: str,
@@ -434,7 +430,13 @@ def plan(conversation: Conversation, clean: Outcome, error_type: str, question: 
         choice = rank_key(seed, "variant", question) % 3
         if choice == 0:  # the boundary model cuts the scenario without the message
             return Fault(error_type, ("memcell", target), question, target)
-        return Fault(error_type, ("episode", target), question, target, "lossy" if choice == 1 else "omit")
+        if choice == 2:
+            return Fault(error_type, ("episode", target), question, target, "omit")
+        turn = next(t for t in conversation.turns if t.dia_id == target)
+        answer = next(q.answer for q in conversation.questions if q.qid == question)
+        kept = blur(turn.facts[0].text, [answer, turn.speaker])
+        text = f"{turn.speaker} also mentioned something about {kept}."
+        return Fault(error_type, ("episode", target), question, target, "lossy", text)
     kind = "retrieve" if error_type == "RetrievalError" else "respond"
     return Fault(error_type, (kind, question), question, target,
                  "refuse" if rank_key(seed, "refuse", question) % 3 == 0 else "")

@@ -18,6 +18,7 @@ from memtrace_otel.bench.membase.common import (
     Entry,
     Fault,
     Outcome,
+    blur,
     evaluate,
     query_variable,
     rank_key,
@@ -68,9 +69,8 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
         entry = (turn.dia_id, line)
         if fault is not None and fault.error_type == "ExtractionError":
             # the message is cut to its first words (lossy) or lost (omitted) on its way into the buffer
-            words = turn.text.split()
-            entry = ("", _line(turn.speaker, " ".join(words[:3]) + " ...", turn.timestamp)) \
-                if fault.variant == "lossy" else ("", "")
+            lossy = fault.variant == "lossy"
+            entry = ("", _line(turn.speaker, fault.text, turn.timestamp)) if lossy else ("", "")
         merged = [e for e in buffer if not (fault is not None and fault.error_type == "UpdateError"
                                             and e[0] == fault.target)]
         if entry[1]:
@@ -107,8 +107,12 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
 def plan(conversation: Conversation, clean: Outcome, error_type: str, question: str, target: str,
          used_turns: set[str], seed: str) -> Fault | None:
     if error_type == "ExtractionError":
-        variant = "omit" if rank_key(seed, "variant", question) % 2 else "lossy"
-        return Fault(error_type, ("merge", target), question, target, variant)
+        if rank_key(seed, "variant", question) % 2:
+            return Fault(error_type, ("merge", target), question, target, "omit")
+        turn = next(t for t in conversation.turns if t.dia_id == target)
+        answer = next(q.answer for q in conversation.questions if q.qid == question)
+        return Fault(error_type, ("merge", target), question, target, "lossy",
+                     blur(turn.text, [answer, turn.speaker]) + " ...")
     if error_type == "ResponseError":
         return Fault(error_type, ("respond", question), question, target,
                      "refuse" if rank_key(seed, "refuse", question) % 3 == 0 else "")

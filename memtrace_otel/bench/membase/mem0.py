@@ -35,6 +35,8 @@ from memtrace_otel.bench.membase.common import (
     Fault,
     Outcome,
     Retriever,
+    blur,
+    carries,
     evaluate,
     query_variable,
     rank_key,
@@ -112,7 +114,7 @@ def _extract(graph: Graph, turn: Turn, message: Var, fault: Fault | None,
     if fault is not None:
         outcome.fired[fault] = op_id
         # omitted: the model returns no fact; lossy: a fact that keeps the topic and loses what was said
-        facts = [] if fault.variant == "omit" else [(f"{turn.speaker} talked about {_topic(turn)}.", "")]
+        facts = [] if fault.variant == "omit" else [(fault.text, "")]
     raw = json.dumps({"facts": [text for text, _ in facts]}, ensure_ascii=False)
     raw_var = graph.variable(repr(raw), identity=content_identity(raw), category="llm_response",
                              class_name="raw_fact_extraction_response")
@@ -126,11 +128,6 @@ def _extract(graph: Graph, turn: Turn, message: Var, fault: Fault | None,
     graph.link(cleaned, facts_var)
     graph.end_scope()
     return facts, facts_var
-
-
-def _topic(turn: Turn) -> str:
-    words = [w for w in turn.facts[0].text.rstrip(".").split() if w.lower() not in {turn.speaker.lower()}]
-    return " ".join(words[-2:]).lower() if words else "something"
 
 
 def _decide(graph: Graph, turn: Turn, facts: list[tuple[str, str]], facts_var: Var, store: _Store,
@@ -277,9 +274,12 @@ def plan(conversation: Conversation, clean: Outcome, error_type: str, question: 
          used_turns: set[str], seed: str) -> Fault | None:
     """A fault of ``error_type`` aimed at evidence turn ``target`` of ``question``, or ``None``."""
     turn = next(t for t in conversation.turns if t.dia_id == target)
-    variant = "omit" if rank_key(seed, "variant", question) % 2 else "lossy"
+    answer = next(q.answer for q in conversation.questions if q.qid == question)
     if error_type == "ExtractionError":
-        return Fault(error_type, ("extract", target), question, target, variant)
+        if rank_key(seed, "variant", question) % 2:
+            return Fault(error_type, ("extract", target), question, target, "omit")
+        text = f"{turn.speaker} talked about {blur(turn.facts[0].text, [answer, turn.speaker])}."
+        return Fault(error_type, ("extract", target), question, target, "lossy", text)
     if error_type in ("RetrievalError", "ResponseError"):
         kind = "retrieve" if error_type == "RetrievalError" else "respond"
         return Fault(error_type, (kind, question), question, target,
@@ -290,7 +290,8 @@ def plan(conversation: Conversation, clean: Outcome, error_type: str, question: 
     # the decision of a later turn of the same speaker mistakes the memory for a similar one
     order = [t.dia_id for t in conversation.turns]
     later = [t for t in conversation.turns[order.index(target) + 1:]
-             if t.facts and t.speaker == turn.speaker and t.dia_id not in used_turns]
+             if t.facts and t.speaker == turn.speaker and t.dia_id not in used_turns
+             and not carries(t.facts[0].text, answer)]
     if not later:
         return None
     site = max(later, key=lambda t: (similarity(t.facts[0].text, held), -order.index(t.dia_id)))
