@@ -190,3 +190,12 @@ def test_annotate_hangs_each_verdict_under_its_evaluation(agent_spans: list[Read
     evaluations = {(analysis.graph.nodes[a.case.evaluation]["trace_id"],
                     analysis.graph.nodes[a.case.evaluation]["span_id"]) for a in analysis.attributions}
     assert parents == evaluations
+
+
+def test_chosen_evaluations_are_attributed_in_the_order_given(agent_spans: list[ReadableSpan]) -> None:
+    analysis = runner.analyze(_records(agent_spans))
+    every = [a.case.evaluation for a in analysis.attributions]
+    assert len(every) >= 2
+    chosen = runner.attribute_failures(analysis.graph, "lineage", evaluations=every[::-1][:2])
+    assert [a.case.evaluation for a in chosen] == every[::-1][:2]
+    assert [a.operation for a in chosen] == [a.operation for a in analysis.attributions][::-1][:2]

@@ -108,6 +108,7 @@ def attribute_failures(
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
     traces: Collection[str] | None = None,
+    evaluations: Sequence[str] | None = None,
 ) -> list[Attribution]:
     """One attribution per failed evaluation of ``G`` (of ``traces`` only, when given), in execution order.
 
@@ -130,15 +131,20 @@ def attribute_failures(
     traces:
         Only the failures of these traces are attributed; the graph's other traces are context
         (traces fetched from a backend to complete the ones asked about).
+    evaluations:
+        These evaluation nodes, in this order, instead of every failed one (the processor's
+        queued failures, a benchmark's labelled cases).
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
     options = engine_options or {}
     # An unknown name fails here, early.
     engine_object = engine if isinstance(engine, Engine) else create_engine(engine, **options)
-    evaluations = failed_evaluations(G)
+    if evaluations is None:
+        evaluations = failed_evaluations(G)
     if traces is not None:
         evaluations = [e for e in evaluations if G.nodes[e].get("trace_id") in traces]
+    evaluations = list(evaluations)
     if evaluations and not content_available(G):
         (warn or _logger.warning)(NO_CONTENT_WARNING)
     if jobs == 1 or len(evaluations) <= _CHUNK:

@@ -25,13 +25,7 @@ import click
 import networkx as nx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from memtrace_otel.attribution.base import FailureCase, create_engine
-from memtrace_otel.attribution.runner import (
-    NO_CONTENT_WARNING,
-    attribute_failures,
-    content_available,
-    process_map,
-)
+from memtrace_otel.attribution.runner import attribute_failures, process_map
 from memtrace_otel.bench.score import find_case_evaluation, load_labels
 from memtrace_otel.cli.common import (
     EXIT_PARTIAL,
@@ -118,18 +112,16 @@ def _graph(p: _Pipeline, s: _Settings, cache: dict[str, SpanReadResult]) -> tupl
 
 
 def _labelled(graph: nx.DiGraph, p: _Pipeline, s: _Settings, out: _Drawn) -> list[ReportInput]:
-    engine = create_engine(s.engine)
-    if not content_available(graph):
-        out.warnings.append(NO_CONTENT_WARNING)
-    inputs = []
+    found: list[tuple[str, str]] = []  # (evaluation, section label)
     for case_id, label in p.cases:
         evaluation = find_case_evaluation(graph, case_id)
         if evaluation is None:
             out.problems.append(Problem(case_id, "no failed evaluation with this case id in its span files"))
             continue
-        inputs.append(ReportInput(graph, [engine.attribute(graph, FailureCase.from_graph(graph, evaluation))],
-                                  label))
-    return inputs
+        found.append((evaluation, label))
+    verdicts = attribute_failures(graph, s.engine, evaluations=[evaluation for evaluation, _ in found],
+                                  warn=out.warnings.append)
+    return [ReportInput(graph, [verdict], label) for verdict, (_, label) in zip(verdicts, found, strict=True)]
 
 
 def _run_batch(batch: Sequence[_Pipeline], s: _Settings,

@@ -45,7 +45,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanContext, Tracer, TracerProvider
 
-from memtrace_otel.attribution import Engine, FailureCase, create_engine
+from memtrace_otel.attribution import Engine, create_engine
+from memtrace_otel.attribution.runner import attribute_failures
 from memtrace_otel.batch_worker import DROPPED_SHUTDOWN, BatchWorker
 from memtrace_otel.graph import build_graph, operation_node_id
 from memtrace_otel.instrument import MemoryTracer, current_operation
@@ -320,7 +321,7 @@ class AttributionSpanProcessor(SpanProcessor):
             self._count("jobs_evicted")  # only when the index is smaller than one question's spans
             return
         try:
-            verdict = self._engine.attribute(G, FailureCase.from_graph(G, node))
+            (verdict,) = attribute_failures(G, self._engine, evaluations=[node], warn=self._no_content)
         except Exception:
             self._problem("engine_errors", "engine %s raised; failure %s not attributed",
                           self._engine.name, node, exc_info=True)
@@ -333,6 +334,10 @@ class AttributionSpanProcessor(SpanProcessor):
             return
         self._count("attributed" if verdict.operation else "unattributed")
         self._count("annotation_spans", len(spans))
+
+    def _no_content(self, message: str) -> None:
+        # Only with keep_content_in_process=0 and capture off: said once, counted per batch.
+        self._problem("no_content", message)
 
     def _annotation_tracer(self) -> Tracer:
         if self._writer is None:  # resolved late: the global provider may be set after construction
