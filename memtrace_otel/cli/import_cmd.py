@@ -39,7 +39,8 @@ def _batches(spans: Sequence[SpanRecord]) -> Iterator[bytes]:
 def smartcomment_spans(files: Sequence[str]) -> tuple[list[SpanRecord], list[Problem]]:
     """The spans of smartcomment graph files; a file of another format is one problem, and skipped."""
     read = read_span_files(files)
-    problems, spans, foreign = list(read.problems), [], {}
+    problems, spans = list(read.problems), []
+    foreign: dict[str, None] = {}  # an ordered set of file names
     for span in read.spans:
         if span.scope_name == SMARTCOMMENT_SCOPE:
             spans.append(span)

@@ -95,4 +95,4 @@ def number(value: Any, spec: str = ".2f") -> str:
     try:
         return format(value, spec)
     except (OverflowError, ValueError):  # a 5,000-digit integer does not fit a float
-        return f"<{value.bit_length()}-bit integer>"
+        return f"<{int(value).bit_length()}-bit integer>"
