@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from memtrace_otel.bench.membase import evermemos, long_context, mem0, naive_rag
-from memtrace_otel.bench.membase.common import ERROR_TYPES, Fault, Outcome, rank_key
+from memtrace_otel.bench.membase.common import ERROR_TYPES, Fault, Outcome, distinctive, rank_key
 from memtrace_otel.bench.membase.data import Conversation, load
 from memtrace_otel.bench.membase.graph import Graph, NullGraph
 
@@ -54,7 +54,8 @@ def _run(system: ModuleType, conversation: Conversation, faults: list[Fault], se
 def plan_faults(system: ModuleType, conversation: Conversation, clean: Outcome, seed: str,
                 per_type: int) -> list[Fault]:
     """One fault per chosen question, types in turn, evidence and fault sites disjoint across questions."""
-    passing = sorted((q for q in conversation.questions if clean.passed.get(q.qid)),
+    passing = sorted((q for q in conversation.questions
+                      if clean.passed.get(q.qid) and distinctive(conversation, q)),
                      key=lambda q: rank_key(seed, "question", q.qid))
     counts = dict.fromkeys(system.TYPES, 0)
     touched: set[str] = set()   # evidence of chosen questions and turns a fault happens in

@@ -38,6 +38,7 @@ __all__ = [
     "Retriever",
     "blur",
     "carries",
+    "distinctive",
     "evaluate",
     "rank_key",
     "search_session",
@@ -114,6 +115,20 @@ def similarity(a: str, b: str) -> float:
     """Jaccard overlap of content words (mem0's "similar memory", simplified)."""
     x, y = word_set(a), word_set(b)
     return len(x & y) / len(x | y) if x and y else 0.0
+
+
+DISTINCT = 0.3
+
+
+def distinctive(conversation: Conversation, question: Question) -> bool:
+    """Whether no turn outside the question's evidence states something close to its evidence (word overlap
+    below :data:`DISTINCT`). The simplified runs track information by turn; where another turn says nearly
+    the same (the same support group, the same day), a real reader could answer from it, and one fault
+    would not be the answer's single cause: such questions get no fault."""
+    evidence = set(question.evidence)
+    own = [f.text for t in conversation.turns if t.dia_id in evidence for f in t.facts]
+    return all(similarity(a, f.text) < DISTINCT for t in conversation.turns if t.dia_id not in evidence
+               for f in t.facts for a in own)
 
 
 def rank_key(seed: str, *parts: str) -> int:
@@ -200,6 +215,17 @@ def evaluate(graph: Graph, conversation: Conversation, retrievals: dict[str, lis
     template = graph.variable(repr(_QA_TEMPLATE), identity="question-answering-prompt", category="prompt")
     questions = [q for q in conversation.questions if q.qid in retrievals]
     answers = {q.qid: q.answer for q in questions}
+    if not graph.recording:  # a counterfactual run: the outcome only
+        for question in questions:
+            held = frozenset().union(*(e.dias for e in retrievals[question.qid]))
+            fault = faults.get(("respond", question.qid))
+            prediction = question.answer if set(question.evidence) <= held else UNKNOWN
+            if fault is not None:
+                prediction = _misread(question, answers, fault.variant)
+                outcome.fired[fault] = ""
+            outcome.predictions[question.qid] = prediction
+            outcome.passed[question.qid] = prediction == question.answer
+        return
     for question in questions:
         entries = retrievals[question.qid]
         held = frozenset().union(*(e.dias for e in entries)) if entries else frozenset()

@@ -28,6 +28,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["Graph", "NullGraph", "Var", "content_identity", "json_encode"]
@@ -46,11 +47,19 @@ def content_identity(value: Any) -> str:
     >>> content_identity("DELETED")
     'str:666da25f0264c6010f91588c6a017d8584ba8b20'
     """
+    if isinstance(value, str):
+        return _str_identity(value)
     try:
         canonical = json.dumps(value, sort_keys=True, default=repr)
     except TypeError:
         canonical = repr(value)
     return f"{type(value).__qualname__}:{hashlib.sha1(canonical.encode('utf-8')).hexdigest()}"
+
+
+@lru_cache(maxsize=1 << 16)
+def _str_identity(value: str) -> str:
+    """A string's identity, remembered: a build's runs of one conversation write the same strings again."""
+    return f"str:{hashlib.sha1(json.dumps(value).encode('utf-8')).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +99,7 @@ class Graph:
     _filename: str = ""
     graph_id: str = ""
     last_op: str = ""
+    recording: bool = True  # False: a counterfactual run, whose callers may skip building values
 
     def __post_init__(self) -> None:
         self.graph_id = f"graph-{self._hex('graph')}"
@@ -248,6 +258,10 @@ class Graph:
 
 class NullGraph(Graph):
     """The same calls, nothing recorded: for counterfactual runs, whose outcome is all that counts."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.recording = False
 
     def _add_node(self, full_name: str, identity: str, class_name: str | None, version: int, value: str,
                   category: str, comment: str | None) -> Var:

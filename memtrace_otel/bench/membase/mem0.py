@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memtrace_otel.bench.membase.common import (
     Entry,
@@ -50,7 +51,7 @@ __all__ = ["NAME", "TYPES", "plan", "run"]
 
 NAME = "Mem0"
 TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
-MAX_SESSIONS = 12
+MAX_SESSIONS = 16
 TOP_K = 10
 _MAIN = "membase/baselines/mem0/memory/main.py"
 _MERGE, _REPLACE = 0.3, 0.18
@@ -94,12 +95,16 @@ def _snapshot(memory: _Memory) -> str:
     return json_encode({"id": memory.ident, "memory": memory.text, "timestamp": memory.timestamp})
 
 
-def _message(graph: Graph, turn: Turn) -> Var:
+@lru_cache(maxsize=1 << 14)
+def _message_value(turn: Turn) -> str:
     content = (f"{turn.text}\nBelow is this message's metadata:\nSpeaker Name: {turn.speaker}\n"
                "Speaker Role: user\n")
-    return graph.variable(json_encode({"content": content, "name": turn.speaker, "role": "user",
-                                       "timestamp": turn.timestamp}),
-                          identity=turn.message_id, category="message",
+    return json_encode({"content": content, "name": turn.speaker, "role": "user",
+                        "timestamp": turn.timestamp})
+
+
+def _message(graph: Graph, turn: Turn) -> Var:
+    return graph.variable(_message_value(turn), identity=turn.message_id, category="message",
                           comment="An input message fed into the memory pipeline.")
 
 
@@ -172,6 +177,40 @@ def _decide(graph: Graph, turn: Turn, facts: list[tuple[str, str]], facts_var: V
 
 def _trace_decision(graph: Graph, turn: Turn, facts_var: Var, store: _Store,
                     plan: list[tuple[str, _Memory | None, str, str]], overwritten: _Memory | None) -> None:
+    actions = _trace_actions(graph, turn, facts_var, store, plan) if graph.recording else facts_var
+    for event, memory, text, dia in plan:
+        if event == "ADD":
+            store.created += 1
+            ident = graph.uuid()
+            new = _Memory(ident, turn.speaker, text, {dia} if dia else set(), turn.timestamp,
+                          Var("", f"memory-unit-{ident}", 1, ""), store.created)
+            if graph.recording:
+                new.var = graph.variable(_snapshot(new), identity=f"memory-unit-{ident}",
+                                         category="memory_entry",
+                                         comment="A memory unit in the memory system.")
+                graph.link(actions, new.var, comment=f"a new memory entry '{ident}' is created and added to "
+                           "the memory store.")
+            store.memories[ident] = new
+        elif event == "UPDATE" and memory is not None:
+            memory.text, memory.timestamp = text, turn.timestamp
+            memory.dias = ({dia} if dia else set()) if memory is overwritten else memory.dias | ({dia} - {""})
+            if graph.recording:
+                memory.var = graph.mutate(memory.var, _snapshot(memory), inputs=[actions],
+                                          mutation_category="llm_response",
+                                          comment=f"an existing memory unit '{memory.ident}' is updated.")
+        elif event == "DELETE" and memory is not None:
+            if graph.recording:
+                marker = graph.variable(repr("DELETED"), identity=content_identity("DELETED"),
+                                        category="marker", class_name="delete_marker",
+                                        comment="It marks the memory unit is deleted successfully.")
+                graph.link(memory.var, marker,
+                           comment=f"The memory unit '{memory.ident}' is deleted successfully.")
+            del store.memories[memory.ident]
+
+
+def _trace_actions(graph: Graph, turn: Turn, facts_var: Var, store: _Store,
+                   plan: list[tuple[str, _Memory | None, str, str]]) -> Var:
+    """The decision's LLM steps: the instruction, the raw decision, the parsed ``update_action``."""
     old = [m for m in store.alive() if m.speaker == turn.speaker][-5:]
     temp = {m.ident: str(i) for i, m in enumerate(old)}
     for _, memory, _, _ in plan:
@@ -202,30 +241,7 @@ def _trace_decision(graph: Graph, turn: Turn, facts_var: Var, store: _Store,
     actions = graph.variable(json_encode(decision), identity=content_identity(decision),
                              category="llm_response", class_name="update_action")
     graph.link(cleaned, actions)
-    for event, memory, text, dia in plan:
-        if event == "ADD":
-            store.created += 1
-            ident = graph.uuid()
-            new = _Memory(ident, turn.speaker, text, {dia} if dia else set(), turn.timestamp,
-                          Var("", "", 0, ""), store.created)
-            new.var = graph.variable(_snapshot(new), identity=f"memory-unit-{ident}", category="memory_entry",
-                                     comment="A memory unit in the memory system.")
-            graph.link(actions, new.var, comment=f"a new memory entry '{ident}' is created and added to the "
-                       "memory store.")
-            store.memories[ident] = new
-        elif event == "UPDATE" and memory is not None:
-            memory.text, memory.timestamp = text, turn.timestamp
-            memory.dias = ({dia} if dia else set()) if memory is overwritten else memory.dias | ({dia} - {""})
-            memory.var = graph.mutate(memory.var, _snapshot(memory), inputs=[actions],
-                                      mutation_category="llm_response",
-                                      comment=f"an existing memory unit '{memory.ident}' is updated.")
-        elif event == "DELETE" and memory is not None:
-            marker = graph.variable(repr("DELETED"), identity=content_identity("DELETED"), category="marker",
-                                    class_name="delete_marker",
-                                    comment="It marks the memory unit is deleted successfully.")
-            graph.link(memory.var, marker,
-                       comment=f"The memory unit '{memory.ident}' is deleted successfully.")
-            del store.memories[memory.ident]
+    return actions
 
 
 def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], Fault], seed: str) -> Outcome:
