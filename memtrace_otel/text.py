@@ -17,6 +17,9 @@ numbers, months, ordinals  as written                        canonical (:func:`n
 entry point                :func:`content_tokens`            :func:`fact_tokens`
 =========================  ===============================  ===================================
 
+:func:`readable` turns a stored record (a JSON memory, a message with a
+``Timestamp:`` line) into the sentences it says, dated in words.
+
 The settings are pinned: the reference systems' choices decide which
 benchmark cases exist (``memtrace bench build`` must write the same labels for
 the same seed), and the presence test's decide the attribution verdicts.
@@ -29,7 +32,9 @@ process-wide (the benchmark tokenises the same messages thousands of times).
 
 from __future__ import annotations
 
+import datetime
 import functools
+import json
 import math
 import re
 import string
@@ -52,6 +57,7 @@ __all__ = [
     "fact_tokens",
     "normalize_answer",
     "normalize_token",
+    "readable",
     "sentences",
     "short_date",
     "stem",
@@ -324,3 +330,148 @@ def token_f1(prediction: str, gold: str, stem_word: Callable[[str], str] | None 
         return 0.0
     precision, recall = same / len(pred), same / len(ref)
     return 2 * precision * recall / (precision + recall)
+
+
+# -- records as text ------------------------------------------------------------------------------
+
+_RECORD_TEXT_KEYS = ("content", "memory", "text", "data", "message", "fact")
+_RECORD_TIME_KEYS = ("timestamp", "created_at", "date", "time")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})"
+                       r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
+_TIMESTAMP_LINE = re.compile(r"^\s*(?:timestamp|time|date)\s*:\s*(.+?)\s*$", re.IGNORECASE)
+_MONTH_TITLES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+                 "October", "November", "December")
+
+
+def _spoken_date(match: re.Match[str]) -> str:
+    year, month, day = int(match.group(1)), int(match.group(2)), int(match.group(3))
+    if not 1 <= month <= 12 or not 1 <= day <= 31:
+        return match.group(0)
+    return f"{day} {_MONTH_TITLES[month - 1]} {year}"
+
+
+@functools.lru_cache(maxsize=200_000)
+def readable(text: str, *, resolve: bool = True) -> str:
+    """A stored record as the sentences it says: what a memory or message states, dated in words.
+
+    Memory systems store records as JSON objects (mem0's and MemBase's
+    ``{"memory": ..., "timestamp": ...}``, a message's ``{"content": ...}``):
+    their text field is what they say, their time its date. ISO timestamps
+    become dates as people (and gold answers) write them, and a line that only
+    gives a time becomes the header of the line it dates, so the date stays
+    with the statement (``[8 May 2023] ...``). A relative time a dated line
+    says ("yesterday", "last week", "two years ago") is resolved against its
+    date, in brackets after it ("last week [the week before 8 May 2023]"):
+    golds state the resolved time (``resolve=False`` leaves them: the date is
+    the header's, not something the line says). Anything else is returned as is.
+
+    >>> readable('{"memory": "Ann adopted a dog", "timestamp": "2023-05-08T13:56:00"}')
+    '[8 May 2023] Ann adopted a dog'
+    >>> readable("Ann: I went hiking\\nTimestamp: 2023-05-08T13:56:00")
+    '[8 May 2023] Ann: I went hiking'
+    >>> readable("plain text")
+    'plain text'
+    """
+    body, when = text, None
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            record = json.loads(stripped)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            said = [record[k] for k in _RECORD_TEXT_KEYS if isinstance(record.get(k), str) and record[k]]
+            if said:
+                body = "\n".join(said)
+                when = next((record[k] for k in _RECORD_TIME_KEYS if isinstance(record.get(k), str)), None)
+            else:
+                # A buffer or a list of records ({"message_buffer": ["...", ...]}): each item a line.
+                items = [readable(item, resolve=resolve) for value in record.values()
+                         if isinstance(value, list) for item in value if isinstance(item, str) and item]
+                if items:
+                    return "\n".join(items)
+    if "-" not in body and when is None and "[" not in body:
+        return body
+    lines: list[str] = []
+    for line in body.splitlines():
+        stamp = _TIMESTAMP_LINE.match(line)
+        if stamp and lines and _ISO_DATE.search(stamp.group(1)):
+            lines[-1] = f"[{_ISO_DATE.sub(_spoken_date, stamp.group(1))}] {lines[-1]}"
+        else:
+            lines.append(_ISO_DATE.sub(_spoken_date, line))
+    if when is not None and _ISO_DATE.search(when) and len(lines) == 1 and not lines[0].startswith("["):
+        lines[0] = f"[{_ISO_DATE.sub(_spoken_date, when)}] {lines[0]}"
+    return "\n".join(_dated(line) for line in lines) if resolve else "\n".join(lines)
+
+
+_HEADER_DAY = re.compile(r"\s*\[(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b[^\]]*\]")
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_RELATIVE = re.compile(
+    r"\b(?:(yesterday|today|tonight|tomorrow)"
+    r"|(last|next|this) (week|weekend|month|year|" + "|".join(_WEEKDAY_NAMES) + r")"
+    r"|(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few) (day|week|month|year)s? ago)\b",
+    re.IGNORECASE)
+_AMOUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10}
+
+
+def _day_text(day: datetime.date) -> str:
+    return f"{day.day} {_MONTH_TITLES[day.month - 1]} {day.year}"
+
+
+def _shift_months(day: datetime.date, months: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _resolved(match: re.Match[str], said: datetime.date) -> str | None:
+    """The time a relative expression said on ``said`` means, as a gold answer would state it."""
+    one = datetime.timedelta(days=1)
+    if match.group(1):
+        offset = {"yesterday": -1, "today": 0, "tonight": 0, "tomorrow": 1}[match.group(1).lower()]
+        return _day_text(said + offset * one)
+    if match.group(2):
+        direction, unit = match.group(2).lower(), match.group(3).lower()
+        relation = {"last": "before", "next": "after", "this": "of"}[direction]
+        if unit in ("week", "weekend") or unit in _WEEKDAY_NAMES:
+            return f"the {unit} {relation} {_day_text(said)}"
+        step = {"last": -1, "next": 1, "this": 0}[direction]
+        if unit == "year":
+            return str(said.year + step)
+        year, month = _shift_months(said, step)
+        return f"{_MONTH_TITLES[month - 1]} {year}"
+    amount, unit = match.group(4).lower(), match.group(5).lower()
+    if amount not in _AMOUNTS and not amount.isdigit():
+        return f"{amount} {unit}s before {_day_text(said)}"
+    n = int(amount) if amount.isdigit() else _AMOUNTS[amount]
+    if unit == "day":
+        return _day_text(said - n * one)
+    if unit == "week":
+        return f"{n} weeks before {_day_text(said)}"
+    if unit == "year":
+        return str(said.year - n)
+    year, month = _shift_months(said, -n)
+    return f"{_MONTH_TITLES[month - 1]} {year}"
+
+
+def _dated(line: str) -> str:
+    """``line`` with each relative time it says resolved against its date header, in brackets after it.
+
+    >>> _dated("[8 May 2023] Ann: I went to the group yesterday and last week")
+    '[8 May 2023] Ann: I went to the group yesterday [7 May 2023] and last week [the week before 8 May 2023]'
+    """
+    header = _HEADER_DAY.match(line)
+    if header is None:
+        return line
+    month = _MONTH_TITLES.index(header.group(2)) + 1 if header.group(2) in _MONTH_TITLES else 0
+    try:
+        said = datetime.date(int(header.group(3)), month, int(header.group(1)))
+    except ValueError:
+        return line
+    head, body = line[:header.end()], line[header.end():]
+
+    def annotate(match: re.Match[str]) -> str:
+        meaning = _resolved(match, said)
+        return f"{match.group(0)} [{meaning}]" if meaning else match.group(0)
+
+    return head + _RELATIVE.sub(annotate, body)

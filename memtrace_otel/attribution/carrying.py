@@ -20,7 +20,7 @@ import networkx as nx
 from memtrace_otel.attribution.index import GraphIndex
 from memtrace_otel.attribution.presence import Information
 from memtrace_otel.attribution.ranking import Embedder
-from memtrace_otel.semconv import Category
+from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
 
@@ -35,6 +35,7 @@ _STORED_SEARCH_KEYS = 4
 # three in four true pairs reach it, one in ten unrelated pairs of one conversation does.
 _PARAPHRASE_SIMILARITY = 0.55
 _PARAPHRASE_GOLD_SHARE = 0.5
+_PARAPHRASE_MIN_WORDS = 3  # a bare date or name is not a statement to compare
 
 
 @dataclass(slots=True)
@@ -49,6 +50,8 @@ class LineageCase:
     structural: bool
     stores: list[str] | None = None
     """Stores the answer's retrievals read (``None``: not named): the memory the question had."""
+    foreign: frozenset[str] = frozenset()
+    """Read-side ops of other questions whose outputs the answerer is linked to (by value only)."""
     semantic: Embedder | None = None
     """The offline embedding model that tells paraphrases (``None``: word shares only)."""
 
@@ -56,10 +59,11 @@ class LineageCase:
     def of(cls, index: GraphIndex, answer: str, generator: str, *, semantic: Embedder | None = None
            ) -> LineageCase:
         """The case of ``answer``, written by ``generator``."""
-        answer_slice = answer_history(index, answer)
-        return cls(index, answer, generator, _query_time(index, generator, answer_slice), answer_slice,
+        answer_slice, own, foreign = _with_question_reads(index, generator, answer_history(index, answer))
+        query_time = min([_query_time(index, generator, answer_slice), *(index.order(op) for op in own)])
+        return cls(index, answer, generator, query_time, answer_slice,
                    structural=not index.has_content, stores=_read_stores(index, answer_slice),
-                   semantic=semantic)
+                   foreign=frozenset(foreign), semantic=semantic)
 
 
 class Carrying:
@@ -117,7 +121,8 @@ class Carrying:
         index, info, embed = self.case.index, self.info, self.case.semantic
         assert embed is not None
         pieces = [text for text, tokens in index.pieces(variable)
-                  if info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)]
+                  if len(tokens - info.exact) >= _PARAPHRASE_MIN_WORDS
+                  and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)]
         if not pieces:
             return False
         vectors = embed([info.text, *pieces])
@@ -187,6 +192,39 @@ def answer_history(index: GraphIndex, answer: str) -> set[str]:
             stack.append(parent)
     seen.discard(answer)
     return seen
+
+
+def _with_question_reads(index: GraphIndex, generator: str, answer_slice: set[str]
+                         ) -> tuple[set[str], set[str], set[str]]:
+    """The answer's history with the question's own retrievals in it (and them), other questions' left out.
+
+    The question ties a generation to its retrievals: a retrieval or rerank
+    that read the very query the generation read is the question's, even when
+    what it returned reaches the generation only by value (MemBase's traces
+    link retrieved memories by content, so the answerer reads the copies the
+    last search of a batch wrote). A read-side op on the slice that read only
+    other questions' queries is not this question's.
+    """
+    asked = [v for v in index.inputs(generator) if index.data(v).get("kind") == VariableKind.QUERY]
+    if not asked:
+        return answer_slice, set(), set()
+    texts = {index.content(v) for v in asked} - {None}
+    when = index.order(generator)
+    own = {op for v in asked for op in index.readers(v)
+           if op != generator and index.category(op) in _READ_SIDE and index.order(op) < when}
+    foreign = set()
+    for op in answer_slice:
+        if index.data(op).get("type") != "operation" or index.category(op) not in _READ_SIDE:
+            continue
+        queries = [v for v in index.inputs(op) if index.data(v).get("kind") == VariableKind.QUERY]
+        if queries and not any(v in asked or index.content(v) in texts for v in queries):
+            foreign.add(op)
+    if not own and not foreign:
+        return answer_slice, own, foreign
+    result = (answer_slice - foreign) | own
+    for op in own:
+        result.update(index.written(op))
+    return result, own, foreign
 
 
 def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:

@@ -96,7 +96,7 @@ def find_evidence(G: nx.DiGraph, case: FailureCase, *, use_embeddings: bool = Tr
     if not ranked:
         return [], False
     fits = _fits(ranked[:_RERANK_DEPTH], case.question, case.prediction, case.gold,
-                 lambda m: G.nodes[m].get("content"))
+                 lambda m: index.text(m, resolve=False))
     best, *others = sorted(fits, key=lambda m: -fits[m])
     if not case.gold:
         return [best], False

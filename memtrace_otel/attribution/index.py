@@ -32,7 +32,7 @@ from memtrace_otel.attribution.spectrum import ochiai_scores
 from memtrace_otel.graph.index import lookup, operation_nodes, position, variables_by_name
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
-from memtrace_otel.text import sentences
+from memtrace_otel.text import readable, sentences
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 
@@ -115,10 +115,17 @@ class GraphIndex:
     def content(self, variable: str) -> str | None:
         return self.G.nodes[variable].get("content")
 
+    def text(self, variable: str, *, resolve: bool = True) -> str | None:
+        """What the variable's content says (:func:`memtrace_otel.text.readable`: a JSON record's text
+        field, dated in words, relative times resolved unless ``resolve=False``); ``None`` without
+        content. Searching for evidence reads it unresolved (the resolved date is the header's)."""
+        content = self.G.nodes[variable].get("content")
+        return readable(content, resolve=resolve) if isinstance(content, str) else content
+
     def tokens(self, variable: str) -> frozenset[str]:
         found = self._tokens.get(variable)
         if found is None:
-            found = tokenize(self.content(variable))
+            found = tokenize(self.text(variable))
             self._tokens[variable] = found
         return found
 
@@ -126,7 +133,7 @@ class GraphIndex:
         """Token sets of the lines of a variable's content (one per stored sentence)."""
         found = self._lines.get(variable)
         if found is None:
-            found = [tokenize(line) for line in split_lines(self.content(variable))]
+            found = [tokenize(line) for line in split_lines(self.text(variable))]
             self._lines[variable] = found
         return found
 
@@ -140,7 +147,7 @@ class GraphIndex:
         found = self._pieces.get(variable)
         if found is None:
             found = []
-            for line in (self.content(variable) or "").splitlines():
+            for line in (self.text(variable) or "").splitlines():
                 for sentence in sentences(split_header(line)[1]):
                     found.extend((p, tokenize(p)) for p in (s.strip() for s in sentence.split(";")) if p)
             self._pieces[variable] = found
@@ -384,7 +391,7 @@ class GraphIndex:
             chosen = list(by_store) if key[1] is None else [*key[1], None]
             where = position(self.G)
             ids = sorted({m for store in chosen for m in by_store.get(store, ())}, key=where.__getitem__)
-            documents = {m: self.G.nodes[m]["content"] for m in ids}
+            documents = {m: readable(self.G.nodes[m]["content"], resolve=False) for m in ids}
             ranker = DocumentRanker(documents, use_embeddings=use_embeddings)
             self._rankers[key] = ranker
         return ranker

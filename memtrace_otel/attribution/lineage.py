@@ -97,22 +97,28 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         ),
         key=index.order,
     )
+    reached: str | None = None  # a carrier the question's read side wrote, on its way to the answerer
+    retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
     for op in chain:
-        inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT]
+        inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT
+                  and index.producer(v) not in case.foreign]
         carrier = next((v for v in inputs if carries(v)), None)
+        if carrier is None and op == case.generator:
+            carrier = reached
         if carrier is None and index.category(op) == Category.RETRIEVAL:
             # A retrieval is to blame for what its own store held (the user or filters it
             # searched), not for a unit of another speaker's store that another search read.
-            carrier = next((v for v in alive if _same_store(index, op, v)), None)
+            carrier = next((v for v in alive if _same_store(index, op, v, retrievals)), None)
         if carrier is None:
             continue
         outputs = [v for v in index.written(op) if v in case.answer_slice or v == case.answer]
-        if any(carries(v) for v in outputs):
+        kept = next((v for v in outputs if carries(v)), None)
+        if kept is not None:
+            reached = reached or kept
             continue
         return _read_verdict(case, op, carrier)
     if alive:
-        retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
-        first = next((op for op in retrievals if _same_store(index, op, alive[0])), None)
+        first = next((op for op in retrievals if _same_store(index, op, alive[0], retrievals)), None)
         return _read_verdict(case, first or case.generator, alive[0])
     if carries(case.answer):
         return Verdict(
@@ -124,14 +130,21 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     return None
 
 
-def _same_store(index: GraphIndex, retrieval: str, unit: str) -> bool:
-    """Whether ``retrieval`` searched the store ``unit`` lives in (either naming none counts), and the
-    same scope of it (one user's memories of a shared store) when both scopes are known."""
+def _same_store(index: GraphIndex, retrieval: str, unit: str, siblings: list[str]) -> bool:
+    """Whether ``retrieval`` searched the store ``unit`` lives in (either naming none counts).
+
+    In a shared store, the question's other retrievals (``siblings``) tell
+    scopes apart: a unit in the scope of a sibling, not of this retrieval,
+    was another user's memory to this one (two searches of one question over
+    one store return different memories only when their filters differ).
+    """
     searched, held = index.data(retrieval).get("store_id"), index.store_of(unit)
     if searched and held and searched != held:
         return False
-    scope, owner = index.scope(retrieval), index.scope(unit)
-    return scope is None or owner is None or scope == owner
+    owner = index.scope(unit)
+    if owner is None or owner == index.scope(retrieval):
+        return True
+    return all(index.scope(other) != owner for other in siblings if other != retrieval)
 
 
 def _answers(case: LineageCase, op: str) -> bool:
@@ -303,7 +316,7 @@ def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
 def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | None:
     """The verdict for one evidence message's information."""
     index = case.index
-    content = index.content(evidence)
+    content = index.text(evidence)
     if content and not failure.gold:
         content = without_prediction(content, failure.question, failure.prediction)
     info = critical_information(

@@ -275,7 +275,8 @@ def _critical_sentence(
     answer twice, once about something else). IDF weighting matters: the
     question's rare words ("conference", "museum") single out the sentence.
     A message's header (timestamp, speaker) belongs to all its sentences, so
-    sentences are scored without it and returned with it.
+    sentences are scored without it and returned with it. When no sentence holds
+    a gold or question word, the whole message is the fact.
     """
     pieces = []
     for line in evidence.splitlines():
@@ -290,7 +291,12 @@ def _critical_sentence(
         return sum(weigh(t) * (1.0 if t in asked else _GOLD_WORD_SHARE) for t in tokens
                    if t in asked or t in gold)
 
-    header, sentence = max(holding or pieces, key=score)
+    best = max(holding or pieces, key=score)
+    if not holding and not score(best):
+        # No sentence holds a gold word or a question word (an abstractive gold, a paraphrased
+        # question): nothing singles one out, and the fact is what the whole message says.
+        return evidence
+    header, sentence = best
     return header + sentence
 
 
