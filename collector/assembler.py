@@ -1,121 +1,110 @@
-"""Group incoming spans by trace and release each trace once it has settled.
+"""Which traces are waiting to settle: an index, the spans themselves being in the write-ahead store.
 
 Like the Collector's ``tail_sampling`` processor, a trace is judged only
 after no span of it has arrived for ``settle_seconds`` (its decision wait):
 spans of one trace come from many processes and batches, and a failed
 evaluation is only worth attributing once the operations before it are in.
 
-Memory is bounded by an estimate of the bytes held: a decoded span costs a
-fixed part (the record, its dicts and lists) plus a multiple of its wire size
-(strings are re-made as Python objects), measured on memory-pipeline spans
-with ``tracemalloc`` as about 600 B + 4 x wire. :meth:`TraceAssembler.offer` refuses a batch that
-would go over the ceiling; the receiver then answers with OTLP's retryable
-"unavailable", and the sender's queue holds the spans until settled traces
-make room. A trace bigger than ``max_trace_spans`` keeps its first spans and
-counts the rest as dropped (one warning per trace).
+The spans are kept on disk (:mod:`~memtrace_otel.collector.durable`), not here: the index holds a
+few numbers per trace (spans seen, whether one is a failed evaluation, last arrival), so memory
+does not grow with the spans waiting (it used to hold every decoded span, and its size estimate
+was 3.5x low for attribute-dense spans). The index is bounded in traces (``max_traces``);
+:meth:`TraceAssembler.offer` refuses a batch that would go over it, and the receiver answers with
+OTLP's retryable "unavailable". A trace bigger than ``max_trace_spans`` is attributed from its
+first spans (the rest counted as dropped when it is read back).
 
-Thread safety: one lock guards all state; every method holds it for O(batch)
-work. :meth:`settled` pops from the front of an insertion-ordered dict kept in
-last-arrival order, so releasing is O(released).
+Thread safety: one lock guards all state; every method holds it for O(batch) work.
+:meth:`settled` pops from the front of an insertion-ordered dict kept in last-arrival order,
+so releasing is O(released).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.model import SpanRecord
 
-__all__ = ["AssembledTrace", "TraceAssembler"]
-
-_logger = logging.getLogger(__name__)
-_SPAN_BASE_BYTES = 600
-_WIRE_FACTOR = 4
+__all__ = ["AssembledTrace", "TraceAssembler", "trace_index"]
 
 
 @dataclass(slots=True)
 class AssembledTrace:
-    """The spans of one trace received so far, and when the last one arrived."""
+    """One trace waiting to settle: spans seen, whether one is a failed evaluation, last arrival.
+    ``spans`` is filled only when the trace is read back from the store to be attributed."""
 
     trace_id: str
-    spans: list[SpanRecord] = field(default_factory=list)
-    bytes: int = 0
+    span_count: int = 0
+    failed: bool = False
     last_arrival: float = 0.0
+    spans: list[SpanRecord] = field(default_factory=list)
     dropped: int = 0
 
 
+def trace_index(spans: Iterable[SpanRecord]) -> dict[str, tuple[int, bool]]:
+    """``trace id -> (spans, holds a failed evaluation)``, in first-seen order."""
+    index: dict[str, tuple[int, bool]] = {}
+    for span in spans:
+        count, failed = index.get(span.trace_id, (0, False))
+        index[span.trace_id] = (count + 1, failed or span.attributes.get(MemTrace.EVALUATION_PASSED) is False)
+    return index
+
+
 class TraceAssembler:
-    """Buffers spans per trace until the trace settles.
+    """Tracks traces until they settle.
 
     Parameters
     ----------
     settle_seconds:
         How long a trace must be quiet before it is released.
-    max_bytes:
-        Ceiling on the (estimated, decoded) bytes of spans held; a batch over it is refused.
+    max_traces:
+        Traces tracked at most; a batch that would go over is refused.
     max_trace_spans:
-        Spans kept per trace; later ones are dropped and counted.
+        Spans attributed per trace; later ones are dropped and counted when it is read back.
     clock:
         Monotonic seconds (a test may pass its own).
     """
 
-    def __init__(self, *, settle_seconds: float = 10.0, max_bytes: int = 256 << 20,
+    def __init__(self, *, settle_seconds: float = 10.0, max_traces: int = 200_000,
                  max_trace_spans: int = 100_000, clock: Callable[[], float] = time.monotonic) -> None:
         if settle_seconds < 0:
             raise ValueError("settle_seconds must be >= 0")
-        if max_bytes < 1 or max_trace_spans < 1:
-            raise ValueError("max_bytes and max_trace_spans must be >= 1")
+        if max_traces < 1 or max_trace_spans < 1:
+            raise ValueError("max_traces and max_trace_spans must be >= 1")
         self.settle_seconds = settle_seconds
-        self.max_bytes = max_bytes
+        self.max_traces = max_traces
         self.max_trace_spans = max_trace_spans
         self._clock = clock
         self._traces: OrderedDict[str, AssembledTrace] = OrderedDict()
-        self._bytes = 0
         self._lock = threading.Lock()
-        self.dropped_spans = 0
-
-    @property
-    def held_bytes(self) -> int:
-        return self._bytes
 
     @property
     def held_traces(self) -> int:
         return len(self._traces)
 
-    def offer(self, spans: Sequence[SpanRecord], wire_bytes: int) -> bool:
-        """Take a batch (all or nothing); ``False`` when it would exceed the byte ceiling."""
-        if not spans:
-            return True
-        per_span = _SPAN_BASE_BYTES + _WIRE_FACTOR * max(1, wire_bytes // len(spans))
+    def room_for(self, index: dict[str, tuple[int, bool]]) -> bool:
+        """Whether a batch of these traces would fit (checked before it is stored)."""
+        with self._lock:
+            new = sum(trace_id not in self._traces for trace_id in index)
+            return not self._traces or len(self._traces) + new <= self.max_traces
+
+    def offer(self, index: dict[str, tuple[int, bool]]) -> None:
+        """Note a stored batch (:func:`trace_index` of its spans)."""
         now = self._clock()
         with self._lock:
-            if self._bytes + per_span * len(spans) > self.max_bytes and self._traces:
-                return False
-            for span in spans:
-                self._add(span, per_span, now)
-        return True
-
-    def _add(self, span: SpanRecord, size: int, now: float) -> None:
-        trace = self._traces.get(span.trace_id)
-        if trace is None:
-            trace = self._traces[span.trace_id] = AssembledTrace(span.trace_id)
-        else:
-            self._traces.move_to_end(span.trace_id)
-        trace.last_arrival = now
-        if len(trace.spans) >= self.max_trace_spans:
-            if not trace.dropped:
-                _logger.warning("trace %s has over %d spans; later spans are not attributed",
-                                span.trace_id, self.max_trace_spans)
-            trace.dropped += 1
-            self.dropped_spans += 1
-            return
-        trace.spans.append(span)
-        trace.bytes += size
-        self._bytes += size
+            for trace_id, (count, failed) in index.items():
+                trace = self._traces.get(trace_id)
+                if trace is None:
+                    trace = self._traces[trace_id] = AssembledTrace(trace_id)
+                else:
+                    self._traces.move_to_end(trace_id)
+                trace.last_arrival = now
+                trace.span_count += count
+                trace.failed = trace.failed or failed
 
     def settled(self) -> list[AssembledTrace]:
         """Remove and return every trace quiet for at least ``settle_seconds``."""
@@ -127,7 +116,6 @@ class TraceAssembler:
                 if trace.last_arrival > deadline:
                     break
                 self._traces.popitem(last=False)
-                self._bytes -= trace.bytes
                 released.append(trace)
         return released
 
@@ -136,5 +124,9 @@ class TraceAssembler:
         with self._lock:
             released = list(self._traces.values())
             self._traces.clear()
-            self._bytes = 0
         return released
+
+    def keep_first(self, trace: AssembledTrace, spans: Sequence[SpanRecord]) -> None:
+        """Give ``trace`` its spans read back from the store, at most ``max_trace_spans``."""
+        trace.spans = list(spans[:self.max_trace_spans])
+        trace.dropped = max(0, len(spans) - self.max_trace_spans)

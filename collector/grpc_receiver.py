@@ -7,6 +7,11 @@ request (not retried), and malformed spans inside a request are counted in
 ``partial_success``. Messages over ``max_message_bytes`` are refused by
 gRPC itself with ``RESOURCE_EXHAUSTED``.
 
+Memory: at most ``workers`` requests are handled at once (``maximum_concurrent_rpcs``: gRPC answers
+``RESOURCE_EXHAUSTED`` beyond, before reading them), and an ``admission`` checks the bytes and
+requests in flight and the process's memory before a request is decoded (``UNAVAILABLE``, retried
+by the sender, when it says no).
+
 Binds 127.0.0.1 by default. Thread safety: gRPC runs handlers on a bounded
 thread pool; shared state is behind the service's locks.
 """
@@ -20,6 +25,8 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from memtrace_otel.collector.durable import KIND_PROTOBUF
+from memtrace_otel.collector.memory import Admission
 from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
 from memtrace_otel.spans.model import Problem
 
@@ -28,11 +35,20 @@ __all__ = ["OTLPGrpcReceiver"]
 _logger = logging.getLogger(__name__)
 
 
-def _export_handler(ingest: Any) -> grpc.GenericRpcHandler:
+def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool) -> grpc.GenericRpcHandler:
     # The request is decoded here rather than by gRPC: a body that is not an export request is
     # the client's error (INVALID_ARGUMENT, not retried), where gRPC's own deserializer would
     # answer INTERNAL, which OTLP exporters do not treat as final.
     def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        if admission is not None and not admission.take(len(body)):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is at its memory limit; retry")
+        try:
+            return admitted(body, context)
+        finally:
+            if admission is not None:
+                admission.give(len(body))
+
+    def admitted(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         try:
             request = decode_request(body)
         except ValueError as error:
@@ -40,7 +56,8 @@ def _export_handler(ingest: Any) -> grpc.GenericRpcHandler:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         problems: list[Problem] = []
         spans = records_from_request(request, f"{context.peer()} Export", problems)
-        if not ingest(spans, len(body)):
+        accepted = ingest(spans, len(body), body, KIND_PROTOBUF) if store_bodies else ingest(spans, len(body))
+        if not accepted:
             context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is over its memory ceiling; retry")
         response = ExportTraceServiceResponse()
         if problems:
@@ -60,14 +77,16 @@ class OTLPGrpcReceiver:
     """Serves OTLP/gRPC on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``."""
 
     def __init__(self, ingest: Any, *, host: str = "127.0.0.1", port: int = 14317,
-                 max_message_bytes: int = 16 << 20, workers: int = 4) -> None:
+                 max_message_bytes: int = 16 << 20, workers: int = 4, admission: Admission | None = None,
+                 store_bodies: bool = False) -> None:
         if max_message_bytes < 1 or workers < 1:
             raise ValueError("max_message_bytes and workers must be >= 1")
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtrace-otlp-grpc"),
             options=[("grpc.max_receive_message_length", max_message_bytes)],
+            maximum_concurrent_rpcs=workers,
         )
-        self._server.add_generic_rpc_handlers((_export_handler(ingest),))
+        self._server.add_generic_rpc_handlers((_export_handler(ingest, admission, store_bodies),))
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._port = self._server.add_insecure_port(target)
         if self._port == 0:

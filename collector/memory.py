@@ -87,3 +87,53 @@ class MemoryGuard:
                 return int(statm.read().split()[1]) * self._page
         except (OSError, ValueError, IndexError):
             return 0
+
+
+class Admission:
+    """Requests and bytes in flight (received, not yet stored), bounded before anything is decoded.
+
+    Decoding is where memory goes: an attribute-dense request takes many times its wire size as
+    Python objects, and eight concurrent 15 MiB ones once took a 512 MiB service to 2 GiB. A
+    request is admitted only if fewer than ``max_requests`` are being handled and its bytes fit
+    in ``max_bytes`` with those already admitted (one request alone is always admitted when
+    nothing else is in flight, or a request as large as the limit would never get in), and only
+    while the :class:`MemoryGuard` says the process is under its limit. Otherwise the receiver
+    refuses at once with the retryable 503 / ``RESOURCE_EXHAUSTED``, before reading the body
+    (HTTP) or decoding it (gRPC).
+
+    Thread safety: one lock.
+    """
+
+    def __init__(self, guard: MemoryGuard | None, *, max_bytes: int, max_requests: int) -> None:
+        if max_bytes < 1 or max_requests < 1:
+            raise ValueError("max_bytes and max_requests must be >= 1")
+        self.guard = guard
+        self.max_bytes = max_bytes
+        self.max_requests = max_requests
+        self._bytes = 0
+        self._requests = 0
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def take(self, size: int) -> bool:
+        """Admit a request of ``size`` bytes; ``False``: refuse it (retryable). Pair with :meth:`give`."""
+        with self._lock:
+            fits = self._requests == 0 or (self._requests < self.max_requests
+                                           and self._bytes + size <= self.max_bytes)
+            if fits and (self.guard is None or not self.guard.over()):
+                self._bytes += size
+                self._requests += 1
+                return True
+            self.refused += 1
+            return False
+
+    def give(self, size: int) -> None:
+        """The request of ``size`` bytes is done (stored or refused)."""
+        with self._lock:
+            self._bytes -= size
+            self._requests -= 1
+
+    @property
+    def in_flight(self) -> tuple[int, int]:
+        """``(requests, bytes)`` admitted and not yet given back."""
+        return self._requests, self._bytes

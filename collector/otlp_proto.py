@@ -17,7 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["decode_request", "records_from_request"]
+__all__ = ["attributes_of", "decode_request", "records_from_request"]
 
 
 
@@ -67,6 +67,11 @@ def _attributes(items: Any) -> dict[str, Any]:
         else:
             result[kv.key] = _value(value)
     return result
+
+
+def attributes_of(items: Any) -> dict[str, Any]:
+    """OTLP ``KeyValue`` s as a dict (the outbox decodes its own annotation spans with it)."""
+    return _attributes(items)
 
 
 def _hex(raw: bytes, length: int, what: str) -> str:

@@ -18,6 +18,8 @@ from memtrace_otel.config import (
     ENV_BACKEND_OTLP,
     ENV_CONTENT_STORE,
     ENV_JAEGER_URL,
+    ENV_SERVE_DATA_DIR,
+    ENV_SERVE_DATA_MIB,
     ENV_SERVE_GRPC_PORT,
     ENV_SERVE_HOST,
     ENV_SERVE_HTTP_PORT,
@@ -25,6 +27,7 @@ from memtrace_otel.config import (
     ENV_SERVE_SETTLE,
     ENV_STORE_LOOKBACK,
     ENV_TEMPO_URL,
+    default_serve_data_dir,
     setting,
     settings_from_env,
 )
@@ -79,6 +82,30 @@ class ServeConfig:
              "s3://bucket/prefix): variable contents the spans left there are read back.")
     """Directory or fsspec URL the spans' content references point into (``--content-store``)."""
 
+    data_dir: str = setting(
+        default_serve_data_dir(), option="--data-dir", env=ENV_SERVE_DATA_DIR, metavar="DIR",
+        help="Write-ahead store: spans are acknowledged once written here, annotations held here until "
+             "the backend accepts them; both are replayed after a restart. One serve per directory.")
+    data_limit_mib: int = setting(
+        1024, option="--data-limit", env=ENV_SERVE_DATA_MIB, minimum=16,
+        help="MiB the data directory holds at most; past it the oldest requests (then annotations) are "
+             "dropped, counted and logged.")
+    workers: int = setting(2, option="--workers", minimum=1,
+                           help="Attribution threads (one expensive failure holds one of them).")
+    failure_max_traces: int = setting(
+        200, option="--failure-max-traces", minimum=0,
+        help="Traces fetched from the backend for one failure at most (links and store searches).")
+    failure_max_searches: int = setting(
+        20, option="--failure-max-searches", minimum=0, help="Store searches for one failure at most.")
+    failure_seconds: float = setting(
+        30.0, option="--failure-seconds", minimum=1, help="Seconds of backend work one failure may take.")
+    backend_rate: float = setting(50.0, option="--backend-rate", minimum=1,
+                                  help="Requests per second to the query backend, for all failures together.")
+    redo_seconds: float = setting(
+        3600.0, option="--redo-window", minimum=0, metavar="SECONDS",
+        help="A verdict made while the backend failed is provisional and judged again when it answers, "
+             "for this long; 0 turns it off.")
+
     @classmethod
     def from_env(cls, **overrides: Any) -> ServeConfig:
         """The defaults, then the environment variables that are set, then ``overrides``.
@@ -108,5 +135,9 @@ class ServeConfig:
             if port is not None and not 0 <= port <= 65535:
                 raise ValueError(f"{name} port {port} is not in 0..65535")
         open_backend(self.jaeger_url, self.tempo_url)  # one of the two, each a well-formed URL
+        if self.data_limit_mib < 16:
+            raise ValueError("data directory limit must be >= 16 MiB")
+        if not self.data_dir:
+            raise ValueError("give a data directory (--data-dir)")
         if self.content_store is not None:
             open_store(self.content_store)  # ContentStoreError (a ValueError) names a bad path or URL

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from memtrace_otel.collector.assembler import TraceAssembler
-from memtrace_otel.collector.memory import MemoryGuard
+from memtrace_otel.collector.budget import Budget
+from memtrace_otel.collector.durable import DurableStore
+from memtrace_otel.collector.export import Sender, SpanExporterSender, otlp_sender
+from memtrace_otel.collector.memory import Admission, MemoryGuard
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.content.resolve import ContentResolver
@@ -29,27 +31,17 @@ __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server"
 
 _logger = logging.getLogger(__name__)
 _MIB = 1 << 20
+_DECODE_FACTOR = 16
+_RECEIVER_WORKERS = 4
 
 
-def otlp_exporter(endpoint: str | None, protocol: str) -> SpanExporter:
-    """The OTLP exporter annotations leave by (``endpoint`` is the backend's OTLP base URL)."""
+def otlp_exporter(endpoint: str | None, protocol: str) -> Sender:
+    """Where annotations leave by (``endpoint`` is the backend's OTLP base URL; ``None``: the log)."""
     if endpoint is None:
         _logger.warning("no --backend-otlp endpoint: verdicts are printed on stderr, not written back to a "
                         "trace backend")
-        return VerdictLogExporter()
-    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"backend OTLP endpoint {endpoint!r} is not http(s)://host:port")
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-
-        return GrpcExporter(endpoint=f"{parts.hostname}:{parts.port or 4317}",
-                            insecure=parts.scheme == "http", timeout=5)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-    path = parts.path.rstrip("/") or ""
-    url = f"{parts.scheme}://{parts.netloc}{path if path.endswith('/v1/traces') else path + '/v1/traces'}"
-    return HttpExporter(endpoint=url, timeout=5)
+        return SpanExporterSender(VerdictLogExporter())
+    return otlp_sender(endpoint, protocol)
 
 
 class VerdictLogExporter(SpanExporter):
@@ -83,13 +75,15 @@ class MemtraceServer:
         self.config = config
         self.service = service
         self.memory = MemoryGuard(config.memory_limit_mib * _MIB)
+        # Bytes in flight: what decoding may hold at once, a sixteenth of the memory limit in wire
+        # bytes (attribute-dense spans take ~16x their wire size while decoded), one request always.
+        self.admission = Admission(self.memory, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
+                                   max_requests=_RECEIVER_WORKERS)
         self.receivers: list[object] = []
 
-    def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
-        if self.memory.over():
-            self.service.stats.add(spans_refused=len(spans))
-            return False
-        return self.service.ingest(spans, wire_bytes)
+    def ingest(self, spans: list[SpanRecord], wire_bytes: int, body: bytes | None = None,
+               kind: int = 0) -> bool:
+        return self.service.ingest(spans, wire_bytes, body, kind)
 
     def start(self) -> None:
         from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver
@@ -98,10 +92,14 @@ class MemtraceServer:
         limit = self.config.max_request_mib * _MIB
         if self.config.grpc_port is not None:
             self.receivers.append(OTLPGrpcReceiver(self.ingest, host=self.config.host,
-                                                   port=self.config.grpc_port, max_message_bytes=limit))
+                                                   port=self.config.grpc_port,
+                                                   max_message_bytes=limit, workers=_RECEIVER_WORKERS,
+                                                   admission=self.admission, store_bodies=True))
         if self.config.http_port is not None:
             self.receivers.append(OTLPHttpReceiver(self.ingest, host=self.config.host,
-                                                   port=self.config.http_port, max_body_bytes=limit))
+                                                   port=self.config.http_port,
+                                                   max_body_bytes=limit, workers=_RECEIVER_WORKERS,
+                                                   admission=self.admission, store_bodies=True))
         self.service.start()
         for receiver in self.receivers:
             receiver.start()  # type: ignore[attr-defined]
@@ -118,15 +116,22 @@ def _content_by_hash(config: ServeConfig) -> ContentLookup | None:
     return ContentResolver(config.content_store).get if config.content_store else None
 
 
-def build_server(config: ServeConfig, *, exporter: SpanExporter | None = None) -> MemtraceServer:
-    """Wire a server from ``config`` (``ValueError`` on a bad setting); binds nothing yet."""
+def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None = None) -> MemtraceServer:
+    """Wire a server from ``config`` (``ValueError`` on a bad setting, ``OSError`` when the data
+    directory cannot be used); binds nothing yet, but opens the data directory and replays it."""
     config.validate()
-    # Spans held while traces settle get half of the memory limit (their estimated decoded size):
-    # the rest is the service itself (~60 MiB) and the graphs of traces being attributed.
-    assembler = TraceAssembler(settle_seconds=config.settle_seconds,
-                               max_bytes=config.memory_limit_mib * _MIB // 2)
-    service = AttributionService(exporter or otlp_exporter(config.backend_otlp, config.backend_protocol),
-                                 backend=_backend(config), assembler=assembler, engine=config.engine,
-                                 content_by_hash=_content_by_hash(config),
-                                 store_lookback=config.store_lookback)
+    assembler = TraceAssembler(settle_seconds=config.settle_seconds)
+    sender = exporter or otlp_exporter(config.backend_otlp, config.backend_protocol)
+    store = DurableStore(config.data_dir, max_bytes=config.data_limit_mib * _MIB)
+    budget = Budget(max_traces=config.failure_max_traces, max_searches=config.failure_max_searches,
+                    seconds=config.failure_seconds, rate=config.backend_rate)
+    try:
+        service = AttributionService(sender, backend=_backend(config), assembler=assembler,
+                                     engine=config.engine, content_by_hash=_content_by_hash(config),
+                                     store_lookback=config.store_lookback,
+                                     store=store, workers=config.workers, budget=budget,
+                                     redo_seconds=config.redo_seconds)
+    except BaseException:
+        store.close()
+        raise
     return MemtraceServer(config, service)

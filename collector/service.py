@@ -2,36 +2,51 @@
 
 Data flow, one box per module::
 
-    OTLP receivers (grpc_receiver, http_receiver)
-        -> TraceAssembler (assembler: group by trace, wait until it settles, bounded)
-        -> settle thread: traces holding a failed evaluation become jobs (a bounded BatchWorker)
-        -> attribution worker: attribution/runner.analyze, the library pipeline: the trace + the
-           linked traces it lacks + the traces that used the same memory stores (spans/gather:
-           fetched and searched through the backend's query API) -> graph -> engine
-           -> annotation spans (writeback/annotations.annotate)
-        -> OutboxSpanProcessor (outbox: OTLP to the backend, retried until accepted)
+    OTLP receivers (grpc_receiver, http_receiver; memory admission before decoding: memory)
+        -> DurableStore (durable: the request committed to the write-ahead store, then acknowledged)
+           + TraceAssembler (assembler: an index of the traces waiting to settle)
+        -> settle thread: traces holding a failed evaluation become jobs; the others are forgotten
+        -> attribution workers (a pool of bounded BatchWorkers): the trace read back from the store,
+           attribution/runner.analyze (the library pipeline: the trace + the linked traces it lacks
+           + the traces that used the same memory stores, fetched through the backend within the
+           failure's budget: budget) -> annotation spans (writeback/annotations.annotate), encoded
+        -> one transaction: annotations into the store's outbox, the trace out of it (or kept to be
+           judged again when the backend failed meanwhile: redo)
+        -> DurableOutbox (export: OTLP to the backend; retryable answers retried, permanent dropped)
 
 Each instance holds only the traces routed to it (the Collector's
 ``load_balancing`` exporter shards by trace id). Memory written in another
 trace, possibly routed to another instance, is fetched from the trace backend
 that already stores every span; instances share nothing.
 
-Thread safety: :meth:`AttributionService.ingest` may be called from any number
-of receiver threads; the assembler has its own lock, the job queue (a
-:class:`~memtrace_otel.batch_worker.BatchWorker`, one attribution thread) one more.
+Nothing acknowledged is lost when the process is killed: the store has the requests, the index
+is replayed on start (those traces settle again) and so is the outbox.
+
+Redo: a verdict made while the backend failed (down, timed out, 429/5xx; not "trace not found")
+is written at once, marked ``memtrace.attribution.provisional``, and the failure is judged again
+with backoff (5 s, doubling up to 5 min) until the backend answers with every linked trace (or
+still lacks some after four rounds: they may never have been sent) or ``redo_seconds`` pass; the
+new annotation spans carry
+``memtrace.attribution.supersedes`` (the span ids of the provisional ones).
+
+Thread safety: :meth:`AttributionService.ingest` may be called from any number of receiver
+threads; the index, the store and each job queue have their own locks, and one lock makes
+"store, then index" and "settle, then forget" atomic with respect to each other.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Tracer
 
@@ -39,10 +54,12 @@ from memtrace_otel.attribution import create_engine
 from memtrace_otel.attribution.base import Attribution
 from memtrace_otel.attribution.runner import analyze
 from memtrace_otel.batch_worker import BatchWorker
-from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler
-from memtrace_otel.collector.outbox import OutboxSpanProcessor
+from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, trace_index
+from memtrace_otel.collector.budget import Budget, BudgetedBackend, RateLimiter, budgeted
+from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBUF, DurableStore, Redo, now
+from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender, encode_spans
 from memtrace_otel.graph.build import ContentLookup
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import Gathered
 from memtrace_otel.spans.linked import LinkedFetch
@@ -53,18 +70,22 @@ from memtrace_otel.version import __version__
 __all__ = ["AttributionService", "ServiceStats"]
 
 _logger = logging.getLogger(__name__)
-Annotate = Callable[[Tracer, nx.DiGraph, Attribution, bool], None]
+Annotate = Callable[[Tracer, nx.DiGraph, Attribution, bool, dict[str, Any]], Sequence[ReadableSpan]]
+_REDO_FIRST_SECONDS = 5.0
+_REDO_MAX_SECONDS = 300.0
+_REDO_MISSING_ROUNDS = 4
 
 
 @dataclass(slots=True)
 class ServiceStats:
     """Counters, for the stop summary and the tests. Thread-safe: :meth:`add` takes a lock
-    (receiver threads, the settle thread and the worker all count)."""
+    (receiver threads, the settle thread and the workers all count)."""
 
     spans_received: int = 0
     spans_refused: int = 0
     traces_settled: int = 0
     traces_failed: int = 0
+    traces_replayed: int = 0
     jobs_dropped: int = 0
     attributions: int = 0
     attribution_errors: int = 0
@@ -72,6 +93,11 @@ class ServiceStats:
     linked_missing: int = 0
     store_fetched: int = 0
     store_searches_limited: int = 0
+    traces_over_budget: int = 0
+    searches_over_budget: int = 0
+    provisional: int = 0
+    redone: int = 0
+    redo_expired: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -81,8 +107,27 @@ class ServiceStats:
                 setattr(self, name, getattr(self, name) + count)
 
 
-def _has_failed_evaluation(trace: AssembledTrace) -> bool:
-    return any(span.attributes.get(MemTrace.EVALUATION_PASSED) is False for span in trace.spans)
+@dataclass(slots=True)
+class _Job:
+    trace: AssembledTrace
+    redo: Redo | None = None
+
+
+def _decode_stored(kind: int, body: bytes, trace_id: str) -> list[SpanRecord]:
+    """The spans of ``trace_id`` in one stored request (decoded as the receiver did)."""
+    if kind == KIND_PICKLE:
+        records: list[SpanRecord] = pickle.loads(body)  # written by this code (DurableStore.append_records)
+    elif kind == KIND_JSON:
+        import orjson
+
+        from memtrace_otel.spans.otlp_json import records_from_traces_data
+
+        records = list(records_from_traces_data(orjson.loads(body), "stored request", []))
+    else:
+        from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
+
+        records = records_from_request(decode_request(body), "stored request", [])
+    return [span for span in records if span.trace_id == trace_id]
 
 
 class AttributionService:
@@ -91,39 +136,49 @@ class AttributionService:
     Parameters
     ----------
     exporter:
-        Where annotation spans go (OTLP to the trace backend); held in an
-        :class:`OutboxSpanProcessor`, so nothing is lost while the backend is down.
+        Where annotation spans go: a :class:`~memtrace_otel.collector.export.Sender` (OTLP to the
+        trace backend, with the Collector's retry rules) or any ``SpanExporter``; held in the
+        store's outbox until accepted, so nothing is lost while the backend is down.
     backend:
         A :class:`~memtrace_otel.spans.backend.TraceBackend` to fetch linked traces
         from; ``None`` attributes each trace alone (and says so once).
     assembler:
-        The trace buffer (its ``settle_seconds`` and byte ceiling).
+        The index of traces waiting to settle (its ``settle_seconds``).
     engine:
         Attribution engine name.
     max_jobs:
         Failed traces waiting for attribution at most; more are dropped and counted.
     annotate:
-        Writes one verdict as spans (default: :mod:`memtrace_otel.writeback.annotations`); its
-        last argument says whether the engine's explanation may be written (``False`` when
-        it may quote contents read from the content store, which the backend must not get).
+        Writes one verdict as spans and returns them (default:
+        :mod:`memtrace_otel.writeback.annotations`); its fourth argument says whether the engine's
+        explanation may be written (``False`` when it may quote contents read from the content
+        store, which the backend must not get), its fifth the marks to add (provisional, supersedes).
     content_by_hash:
         Reads the texts spans left in a content store by hash
         (:class:`~memtrace_otel.content.ContentResolver`'s ``get``, ``--content-store``).
     store_lookback:
         Seconds before a failure over which the backend is searched for the traces that used
-        the same memory stores (a retrieval that *missed* a memory has no link to its writer);
-        ``0`` follows span links only. Needs a backend that can search
-        (:class:`~memtrace_otel.spans.backend.TraceSearch`).
+        the same memory stores; ``0`` follows span links only.
+    store:
+        The write-ahead store (``--data-dir``); by default one in memory (nothing survives the
+        process, for library use and tests).
+    workers:
+        Attribution threads: one expensive failure holds one of them, not the others.
+    budget:
+        What one failure may ask of the backend, and the backend's request rate.
+    redo_seconds:
+        How long a verdict made while the backend failed is retried; 0 turns redo off.
     """
 
-    def __init__(self, exporter: SpanExporter, *, backend: TraceBackend | None = None,
+    def __init__(self, exporter: SpanExporter | Sender, *, backend: TraceBackend | None = None,
                  assembler: TraceAssembler | None = None, engine: str = "lineage",
                  max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
-                 outbox: OutboxSpanProcessor | None = None,
                  content_by_hash: ContentLookup | None = None,
-                 store_lookback: float = DEFAULT_LOOKBACK_SECONDS) -> None:
-        if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0:
-            raise ValueError("max_jobs must be >= 1, tick_seconds > 0 and store_lookback >= 0")
+                 store_lookback: float = DEFAULT_LOOKBACK_SECONDS, store: DurableStore | None = None,
+                 workers: int = 2, budget: Budget | None = None, redo_seconds: float = 3600.0) -> None:
+        if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0 or workers < 1 or redo_seconds < 0:
+            raise ValueError("max_jobs and workers must be >= 1, tick_seconds > 0, store_lookback and "
+                             "redo_seconds >= 0")
         self.store_lookback = store_lookback
         self._warned_unsearchable = self._warned_no_content = False
         self.assembler = assembler or TraceAssembler()
@@ -131,19 +186,40 @@ class AttributionService:
         self._content_by_hash = content_by_hash
         self.engine = create_engine(engine)
         self.stats = ServiceStats()
-        self.outbox = outbox or OutboxSpanProcessor(exporter)
+        self.store = store or DurableStore(None)
+        sender = exporter if isinstance(exporter, Sender) else SpanExporterSender(exporter)
+        self.outbox = DurableOutbox(self.store, sender)
+        # No span processor: the annotation spans are returned by annotate, encoded, and stored.
         self._provider = TracerProvider(resource=Resource.create({"service.name": "memtrace"}))
-        self._provider.add_span_processor(self.outbox)
         self._tracer = self._provider.get_tracer("memtrace_otel.writeback", __version__)
         self._annotate = annotate or _default_annotate()
+        self.budget = budget or Budget()
+        self.limiter = RateLimiter(self.budget.rate)
+        self.redo_seconds = redo_seconds
         self._tick = tick_seconds
         self._stop = threading.Event()
-        # Failed traces wait here; one thread attributes them, one at a time (a batch of one: each
-        # trace has its own fetches and graph).
-        self._jobs: BatchWorker[AssembledTrace] = BatchWorker(
-            _JobStep(self), name="memtrace-attribute", max_queue_size=max_jobs, max_batch_size=1)
+        self._index_lock = threading.Lock()  # "store then index" vs "settle then forget"
+        # Failed traces wait here; each worker attributes one at a time (a batch of one: each trace
+        # has its own fetches and graph). A job goes to the worker holding fewest.
+        self._jobs: list[BatchWorker[_Job]] = [
+            BatchWorker(_JobStep(self), name=f"memtrace-attribute-{n}",
+                        max_queue_size=max(1, max_jobs // workers),
+                        max_batch_size=1, wake_at=1) for n in range(workers)]
+        self._redoing: set[str] = set()
+        self._redo_lock = threading.Lock()
+        self._next_redo_check = 0.0
         self._settler = threading.Thread(target=self._settle_loop, name="memtrace-settle", daemon=True)
         self._started = False
+        self._replay()
+
+    def _replay(self) -> None:
+        """The traces a previous process acknowledged and did not finish settle again."""
+        stored = self.store.stored_traces()
+        if stored:
+            self.assembler.offer({t.trace_id: (t.spans, t.failed) for t in stored})
+            self.stats.add(traces_replayed=len(stored))
+            _logger.warning("replaying %d trace(s) a previous run left in the data directory (%d failed)",
+                            len(stored), sum(t.failed for t in stored))
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -152,74 +228,181 @@ class AttributionService:
             self._settler.start()
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Attribute what has arrived (settled or not), export it, stop; ``False`` on timeout."""
+        """Attribute what has arrived (settled or not), export it, stop; ``False`` on timeout.
+
+        What is not done by then stays in the store (a durable one replays it on the next start).
+        """
         deadline = time.monotonic() + timeout
         self._stop.set()
         if self._settler.is_alive():
             self._settler.join(max(0.0, deadline - time.monotonic()))
-        self._enqueue(self.assembler.drain())
-        drained = self._jobs.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
-        left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-        flushed = self.outbox.force_flush(left_ms)
+        with self._index_lock:
+            self._enqueue(self.assembler.drain())
+        drained = all([job.shutdown(max(0.0, deadline - time.monotonic()) * 1000) for job in self._jobs])
+        flushed = self.outbox.shutdown(int(max(0.0, deadline - time.monotonic()) * 1000))
+        self.outbox.held_at_stop = self.outbox.held
         self._provider.shutdown()
+        self.store.close()
         return drained and flushed
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until every failed trace queued so far is attributed (tests, shutdown)."""
-        return self._jobs.force_flush(timeout * 1000)
+        deadline = time.monotonic() + timeout
+        return all([job.force_flush(max(0.0, deadline - time.monotonic()) * 1000) for job in self._jobs])
 
     # -- ingest --------------------------------------------------------------
-    def ingest(self, spans: list[SpanRecord], wire_bytes: int) -> bool:
-        """Buffer a batch; ``False`` means overloaded: answer the sender with a retryable error."""
-        if not self.assembler.offer(spans, wire_bytes):
+    def ingest(self, spans: list[SpanRecord], wire_bytes: int, body: bytes | None = None,
+               kind: int = KIND_PROTOBUF) -> bool:
+        """Store a batch, then index it; ``False`` means overloaded: answer with a retryable error.
+
+        ``body`` is the request the spans were decoded from (``kind`` says its encoding): it is
+        what is stored; without it, the spans themselves are.
+        """
+        index = trace_index(spans)
+        if not index:
+            return True
+        if not self.assembler.room_for(index):
             self.stats.add(spans_refused=len(spans))
             return False
+        with self._index_lock:
+            if body is None:
+                self.store.append_records(spans, index)
+            else:
+                self.store.append(kind, body, index)
+            self.assembler.offer(index)
         self.stats.add(spans_received=len(spans))
         return True
 
     # -- threads -------------------------------------------------------------
     def _settle_loop(self) -> None:
         while not self._stop.wait(self._tick):
-            self._enqueue(self.assembler.settled())
+            try:
+                with self._index_lock:
+                    self._enqueue(self.assembler.settled())
+                self._check_redos()
+            except Exception:  # the loop must outlive a full disk or a bug
+                _logger.exception("settling traces failed; retrying")
 
     def _enqueue(self, traces: list[AssembledTrace]) -> None:
+        """With the index lock held: failed traces become jobs, the others are forgotten."""
         self.stats.add(traces_settled=len(traces))
-        failed = [t for t in traces if _has_failed_evaluation(t)]
+        self.store.release([t.trace_id for t in traces if not t.failed])
+        failed = [t for t in traces if t.failed]
         if not failed:
             return
-        dropped = sum(self._jobs.submit(trace) is not None for trace in failed)
-        self.stats.add(traces_failed=len(failed), jobs_dropped=dropped)
-        if self.stats.jobs_dropped:
+        dropped = [t.trace_id for t in failed if self._submit(_Job(t))]
+        self.store.release(dropped)
+        self.stats.add(traces_failed=len(failed), jobs_dropped=len(dropped))
+        if dropped:
             _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
                             self.stats.jobs_dropped)
 
-    def _attribute_job(self, job: AssembledTrace) -> None:
+    def _submit(self, job: _Job) -> bool:
+        """Queue ``job`` with the least busy worker; ``True`` when it was dropped."""
+        worker = min(self._jobs, key=lambda w: w.held)
+        return worker.submit(job) is not None
+
+    def _check_redos(self) -> None:
+        if self.redo_seconds <= 0 or time.monotonic() < self._next_redo_check:
+            return
+        self._next_redo_check = time.monotonic() + 1.0
+        current = now()
+        for redo in self.store.redos():
+            with self._redo_lock:
+                if redo.trace_id in self._redoing:
+                    continue
+            if current >= redo.until:
+                self.store.forget_redo(redo.trace_id)
+                self.stats.add(redo_expired=1)
+                _logger.warning("trace %s: the backend did not answer within %g s; its provisional verdict "
+                                "stays", redo.trace_id, self.redo_seconds)
+                continue
+            if current < redo.until - self.redo_seconds + _elapsed_waits(redo.attempts):  # not due yet
+                continue
+            with self._redo_lock:
+                self._redoing.add(redo.trace_id)
+            if self._submit(_Job(AssembledTrace(redo.trace_id, failed=True), redo)):
+                with self._redo_lock:
+                    self._redoing.discard(redo.trace_id)
+
+    def _attribute_job(self, job: _Job) -> None:
         try:
             self._attribute(job)
         except Exception as error:  # one bad trace must not stop the service
             self.stats.add(attribution_errors=1)
-            _logger.exception("attributing trace %s failed: %s", job.trace_id, error)
+            _logger.exception("attributing trace %s failed: %s", job.trace.trace_id, error)
+            if job.redo is None:
+                self.store.release([job.trace.trace_id])
+        finally:
+            if job.redo is not None:
+                with self._redo_lock:
+                    self._redoing.discard(job.trace.trace_id)
 
-    def _attribute(self, trace: AssembledTrace) -> None:
+    def _attribute(self, job: _Job) -> None:
+        trace = job.trace
+        spans = [span for kind, body in self.store.requests_of(trace.trace_id)
+                 for span in _decode_stored(kind, body, trace.trace_id)]
+        self.assembler.keep_first(trace, spans)
+        if not trace.spans:  # dropped from a full store meanwhile (counted there)
+            if job.redo is not None:
+                self.store.forget_redo(trace.trace_id)
+            return
+        backend = budgeted(self.backend, self.budget, self.limiter) if self.backend is not None else None
         # The library pipeline (attribution/runner.analyze): the traces the failure needs gathered
         # from the backend, one graph, the failures of this trace only (a failure of a fetched trace
         # belongs to the instance that owns it).
-        found = analyze(trace.spans, self.engine, backend=self.backend, store_lookback=self.store_lookback,
+        found = analyze(trace.spans, self.engine, backend=backend, store_lookback=self.store_lookback,
                         content_by_hash=self._content_by_hash, traces={trace.trace_id}, warn=self._no_content)
         if found.gathered is not None:
             self._count_gathered(found.gathered, trace.trace_id)
+        if backend is not None:
+            self._count_budget(backend, trace.trace_id)
+        failed_backend = backend is not None and backend.failed and self.redo_seconds > 0
+        # A backend back from an outage may not have every trace yet (its senders' queues are still
+        # delivering): a redo that still misses linked traces waits a few more rounds before it is final.
+        missing = bool(found.gathered is not None and found.gathered.still_missing)
+        waiting = failed_backend or (missing and job.redo is not None
+                                     and job.redo.attempts < _REDO_MISSING_ROUNDS)
+        if job.redo is not None and waiting:
+            redo = job.redo
+            self.store.finish(trace.trace_id, [], redo=Redo(redo.trace_id, redo.until, redo.attempts + 1,
+                                                            redo.superseded))
+            return
+        marks: dict[str, Any] = {}
+        if failed_backend:
+            marks[MemTraceAttribution.PROVISIONAL] = True
+        if job.redo is not None and job.redo.superseded:
+            marks[MemTraceAttribution.SUPERSEDES] = job.redo.superseded.split(",")
         # Contents read from the store were kept out of the backend on purpose: the engine's words,
         # which may quote them, must not go back there (the annotation says names, ids, error type).
         quotable = self._content_by_hash is None or not any(
             MemTrace.CONTENT_REF in span.attributes for span in found.spans.spans)
+        written: list[ReadableSpan] = []
         for attribution in found.attributions:
-            self._annotate(self._tracer, found.graph, attribution, quotable)
-            self.stats.add(attributions=1)
+            written.extend(self._annotate(self._tracer, found.graph, attribution, quotable, marks))
+        batches = [(len(written), encode_spans(written))] if written else []
+        redo = None
+        if failed_backend:
+            superseded = ",".join(f"{span.context.span_id:016x}" for span in written
+                                  if span.name == "memtrace.attribution")
+            redo = Redo(trace.trace_id, now() + self.redo_seconds, 0, superseded)
+            self.stats.add(provisional=len(found.attributions))
+            _logger.warning("trace %s judged while the trace backend failed: verdict provisional, judged "
+                            "again when it answers (within %g s)", trace.trace_id, self.redo_seconds)
+        self.outbox.add(self.store.finish(trace.trace_id, batches, redo=redo))
+        self.stats.add(attributions=len(found.attributions), redone=int(job.redo is not None))
 
     def _no_content(self, message: str) -> None:
         if not self._warned_no_content:  # once per service, not per failure
             self._warned_no_content = True
             _logger.warning(message)
+
+    def _count_budget(self, backend: BudgetedBackend, trace_id: str) -> None:
+        if backend.traces_capped or backend.searches_capped:
+            self.stats.add(traces_over_budget=backend.traces_capped,
+                           searches_over_budget=backend.searches_capped)
+            _logger.warning("trace %s: over its backend budget, %d trace fetch(es) and %d store search(es) "
+                            "not made", trace_id, backend.traces_capped, backend.searches_capped)
 
     def _count_gathered(self, gathered: Gathered, trace_id: str) -> None:
         """The fetches' counters and log lines (at most five problems of each fetch)."""
@@ -234,7 +417,7 @@ class AttributionService:
                                 self.backend.name if self.backend else "the backend")
             self.stats.add(store_fetched=len(store.received - {trace_id}),
                            store_searches_limited=len(store.limited))
-            for use in store.limited:
+            for use in store.limited[:5]:
                 _logger.warning("store %r of %s: the search returned its limit of traces; older ones were "
                                 "not fetched", use.store_id, use.service)
             for problem in store.problems[:5]:
@@ -248,14 +431,19 @@ class AttributionService:
             _logger.warning("linked trace fetch: %s", problem)
 
 
+def _elapsed_waits(attempts: int) -> float:
+    """Seconds from a provisional verdict to redo number ``attempts + 1`` (5 s, then doubling)."""
+    return sum(min(_REDO_FIRST_SECONDS * 2 ** n, _REDO_MAX_SECONDS) for n in range(attempts + 1))
+
+
 class _JobStep:
-    """The job queue's export step: attribute each trace (on the worker thread, with
+    """A job queue's export step: attribute each trace (on the worker thread, with
     instrumentation suppressed by the worker)."""
 
     def __init__(self, service: AttributionService) -> None:
         self._service = service
 
-    def export(self, batch: list[AssembledTrace]) -> bool:
+    def export(self, batch: list[_Job]) -> bool:
         for job in batch:
             self._service._attribute_job(job)
         return True
@@ -267,7 +455,8 @@ class _JobStep:
 def _default_annotate() -> Annotate:
     from memtrace_otel.writeback.annotations import annotate as write_back
 
-    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool) -> None:
-        write_back(tracer, G, [attribution], include_explanation=quotable)
+    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool,
+                 marks: dict[str, Any]) -> Sequence[ReadableSpan]:
+        return write_back(tracer, G, [attribution], include_explanation=quotable, marks=marks)
 
     return annotate

@@ -33,6 +33,8 @@ __all__ = [
     "ENV_OPENAI_BASE_URL",
     "ENV_OPENAI_BASE_URL_FALLBACK",
     "ENV_OPENAI_MODEL",
+    "ENV_SERVE_DATA_DIR",
+    "ENV_SERVE_DATA_MIB",
     "ENV_SERVE_GRPC_PORT",
     "ENV_SERVE_HOST",
     "ENV_SERVE_HTTP_PORT",
@@ -46,6 +48,7 @@ __all__ = [
     "content_capture_from_env",
     "content_max_chars_from_env",
     "content_store_from_env",
+    "default_serve_data_dir",
     "env_int",
     "env_seconds",
     "locomo_dir",
@@ -104,6 +107,10 @@ ENV_SERVE_SETTLE = "MEMTRACE_SERVE_SETTLE"
 """Seconds a trace must be quiet before ``memtrace serve`` judges it (``--settle``)."""
 ENV_SERVE_MEMORY_MIB = "MEMTRACE_SERVE_MEMORY_MIB"
 """``memtrace serve``'s memory limit in MiB (``--memory-limit``)."""
+ENV_SERVE_DATA_DIR = "MEMTRACE_SERVE_DATA_DIR"
+"""``memtrace serve``'s write-ahead store: acknowledged spans and pending annotations (``--data-dir``)."""
+ENV_SERVE_DATA_MIB = "MEMTRACE_SERVE_DATA_MIB"
+"""Most MiB of requests and annotations the data directory holds; the oldest are dropped past it."""
 ENV_BACKEND_OTLP = "MEMTRACE_BACKEND_OTLP"
 """OTLP endpoint annotation spans are exported to by ``memtrace serve`` (``--backend-otlp``)."""
 ENV_STORE_LOOKBACK = "MEMTRACE_STORE_LOOKBACK"
@@ -111,6 +118,15 @@ ENV_STORE_LOOKBACK = "MEMTRACE_STORE_LOOKBACK"
 
 DEFAULT_STORE_LOOKBACK_SECONDS = 7 * 24 * 3600.0
 """How far back ``serve`` searches a store's traces: memories outlive sessions, a week covers most."""
+
+
+
+def default_serve_data_dir() -> str:
+    """``$XDG_STATE_HOME/memtrace/serve`` (``~/.local/state/memtrace/serve`` when it is unset): state
+    that must survive a restart but is not configuration or cache, as the XDG base directories say."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "memtrace", "serve")
+
 
 _DEFAULT_CONTENT_MAX_CHARS = 4096
 _DEFAULT_BACKEND_TIMEOUT = 10.0

@@ -433,6 +433,11 @@ class MemTraceAttribution:
     only when the blamed operation has steps)."""
     STEP_NAME = "memtrace.attribution.step.name"
     """Span name of that model call (``chat gpt-4o-mini`` ...)."""
+    PROVISIONAL = "memtrace.attribution.provisional"
+    """``true`` on a verdict made while the trace backend failed (traces it needed were missing):
+    ``memtrace serve`` judges the failure again when the backend answers."""
+    SUPERSEDES = "memtrace.attribution.supersedes"
+    """On the verdict that replaces provisional ones: the span ids of their ``memtrace.attribution`` spans."""
 
 
 class AnnotationSpan(StrEnum):

@@ -6,6 +6,9 @@ import os
 
 # mem0's own telemetry stays off in tests (it would try the network).
 os.environ.setdefault("MEM0_TELEMETRY", "False")
+# `memtrace serve`'s default data directory is under $XDG_STATE_HOME: one per test session, never
+# the developer's own (a serve there would replay this session's requests, and its lock is exclusive).
+os.environ["XDG_STATE_HOME"] = __import__("tempfile").mkdtemp(prefix="memtrace-test-state-")
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider

@@ -114,10 +114,11 @@ def start_serve(workdir: Path, *, name: str = "serve", grpc_port: int = 0, http_
                 args: Sequence[str] = ()) -> ServeProcess:
     """Start ``memtrace serve`` (ports: 0 picks one, -1 is off) and wait until it listens.
 
-    The log (stderr) is appended to ``workdir/<name>.log``, so a restarted instance keeps one log.
+    The log (stderr) is appended to ``workdir/<name>.log``, so a restarted instance keeps one log;
+    its data directory is ``workdir/<name>.data``, so a restarted instance replays what it left.
     """
     command = [_memtrace(), "serve", "--grpc-port", str(grpc_port), "--http-port", str(http_port),
-               "--settle", f"{settle:g}", *args]
+               "--settle", f"{settle:g}", "--data-dir", str(workdir / f"{name}.data"), *args]
     if backend_otlp:
         command += ["--backend-otlp", backend_otlp]
     if jaeger_url:

@@ -26,7 +26,8 @@ _LISTENING = re.compile(r"Http 127\.0\.0\.1:(\d+)")
 
 def _start_serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
     memtrace = Path(sys.executable).with_name("memtrace")
-    process = subprocess.Popen([str(memtrace), "serve", "--grpc-port", "0", "--http-port", "0", *args],
+    process = subprocess.Popen([str(memtrace), "serve", "--grpc-port", "0", "--http-port", "0",
+                                "--data-dir", str(tmp_path / "data"), *args],
                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                                env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
     assert process.stderr is not None
@@ -72,6 +73,7 @@ def test_bad_settings_are_one_line_errors() -> None:
 def test_the_server_is_wired_without_binding() -> None:
     server = build_server(ServeConfig(grpc_port=None, http_port=0, settle_seconds=0.5))
     assert server.receivers == []  # nothing bound before start()
-    assert server.service.assembler.max_bytes == 512 * (1 << 20) // 2
+    assert server.admission.max_bytes == 512 * (1 << 20) // 16  # decoding: a sixteenth of the limit
+    assert server.service.store.path is not None and server.service.store.path.parent.name == "serve"
     assert server.service.store_lookback == 7 * 24 * 3600  # a week of a store's traces by default
     server.service.stop(1)

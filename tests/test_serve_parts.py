@@ -1,4 +1,4 @@
-"""The parts of `memtrace serve`: the trace assembler and the annotation outbox."""
+"""The parts of `memtrace serve`: the trace index, the write-ahead store and the annotation outbox."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace import TracerProvider
 
-from memtrace_otel.collector.assembler import TraceAssembler
+from memtrace_otel.collector.assembler import TraceAssembler, trace_index
+from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
 from memtrace_otel.collector.outbox import OutboxSpanProcessor
 from memtrace_otel.spans.model import SpanRecord
@@ -31,36 +32,68 @@ def _span(trace: int, span: int) -> SpanRecord:
 def test_a_trace_is_released_only_after_it_settles() -> None:
     clock = Clock()
     assembler = TraceAssembler(settle_seconds=5, clock=clock)
-    assert assembler.offer([_span(1, 1), _span(2, 2)], 200)
+    assembler.offer(trace_index([_span(1, 1), _span(2, 2)]))
     clock.now = 4
-    assert assembler.offer([_span(1, 3)], 100)  # trace 1 is busy again
+    assembler.offer(trace_index([_span(1, 3)]))  # trace 1 is busy again
     clock.now = 6
     assert [t.trace_id for t in assembler.settled()] == [f"{2:032x}"]
     clock.now = 8.9
     assert assembler.settled() == []
     clock.now = 9
     (trace,) = assembler.settled()
-    assert [s.span_id for s in trace.spans] == [f"{1:016x}", f"{3:016x}"]
-    assert assembler.held_bytes == 0 and assembler.held_traces == 0
+    assert trace.span_count == 2 and not trace.failed
+    assert assembler.held_traces == 0
 
 
-def test_the_byte_ceiling_refuses_whole_batches_and_frees_on_release() -> None:
+def test_the_trace_ceiling_refuses_whole_batches_and_frees_on_release() -> None:
     clock = Clock()
-    assembler = TraceAssembler(settle_seconds=1, max_bytes=10_000, clock=clock)
-    assert assembler.offer([_span(1, i) for i in range(1, 5)], 800)  # 4 x (600 + 4 x 200) bytes
-    assert assembler.held_bytes == 5600
-    assert not assembler.offer([_span(2, i) for i in range(9, 13)], 800)
-    assert assembler.held_traces == 1  # nothing of the refused batch was kept
+    assembler = TraceAssembler(settle_seconds=1, max_traces=2, clock=clock)
+    first = trace_index([_span(1, 1), _span(2, 2)])
+    assert assembler.room_for(first)
+    assembler.offer(first)
+    assert assembler.room_for(trace_index([_span(1, 3)]))  # a trace it holds: no new entry
+    assert not assembler.room_for(trace_index([_span(3, 4)]))
     clock.now = 2
-    assert len(assembler.settled()) == 1
-    assert assembler.offer([_span(2, i) for i in range(9, 13)], 800)
+    assert len(assembler.settled()) == 2
+    assert assembler.room_for(trace_index([_span(3, 4)]))
 
 
 def test_a_huge_trace_keeps_its_first_spans_and_counts_the_rest() -> None:
     assembler = TraceAssembler(settle_seconds=0, max_trace_spans=3)
-    assert assembler.offer([_span(1, i) for i in range(1, 11)], 1000)
+    assembler.offer(trace_index([_span(1, i) for i in range(1, 11)]))
     (trace,) = assembler.drain()
-    assert len(trace.spans) == 3 and trace.dropped == 7 and assembler.dropped_spans == 7
+    assembler.keep_first(trace, [_span(1, i) for i in range(1, 11)])
+    assert len(trace.spans) == 3 and trace.dropped == 7
+
+
+def test_the_store_keeps_requests_until_their_traces_are_released_and_replays_after_reopening(
+        tmp_path) -> None:
+    store = DurableStore(tmp_path)
+    store.append_records([_span(1, 1), _span(2, 2)], trace_index([_span(1, 1), _span(2, 2)]))
+    store.append_records([_span(1, 3)], trace_index([_span(1, 3)]))
+    assert len(store.requests_of(f"{1:032x}")) == 2
+    store.release([f"{2:032x}"])  # the first request still holds trace 1
+    assert len(store.requests_of(f"{1:032x}")) == 2
+    ids = store.finish(f"{1:032x}", [(2, b"annotations")])
+    assert store.requests_of(f"{1:032x}") == [] and store.held_bytes == len(b"annotations")
+    with pytest.raises(OSError, match="in use by another memtrace serve"):
+        DurableStore(tmp_path)  # one writer per directory
+    store.append_records([_span(3, 4)], trace_index([_span(3, 4)]))
+    store.close()  # as after a kill: nothing was released
+    reopened = DurableStore(tmp_path)
+    assert [t.trace_id for t in reopened.stored_traces()] == [f"{3:032x}"]
+    assert reopened.outbox_ids() == ids and reopened.outbox_batch(ids[0]) == (2, b"annotations")
+    reopened.close()
+
+
+def test_a_full_store_drops_the_oldest_requests_and_counts_them(tmp_path, caplog) -> None:
+    store = DurableStore(tmp_path, max_bytes=3000)
+    for number in range(1, 6):
+        store.append(KIND_PROTOBUF, bytes(1000), {f"{number:032x}": (1, False)})
+    assert store.dropped_requests == 2 and store.held_bytes == 3000
+    assert [t.trace_id for t in store.stored_traces()] == [f"{n:032x}" for n in (3, 4, 5)]
+    assert "data directory full" in caplog.text
+    store.close()
 
 
 def _free_port() -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import itertools
+import json
 import os
 import re
 import signal
@@ -45,7 +46,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.config import ENV_BACKEND_DEADLINE, ENV_BACKEND_TIMEOUT
-from memtrace_otel.semconv import AnnotationSpan
+from memtrace_otel.semconv import AnnotationSpan, MemTraceAttribution
 
 import jaeger_harness
 import otelcol_harness
@@ -67,6 +68,7 @@ from serve_harness import (
     start_serve,
     stop_serve,
     stored_verdict,
+    tags,
     wait_for,
 )
 
@@ -119,6 +121,31 @@ def _one_verdict_each(stored: dict[str, list[dict]],
              if span["operationName"] == AnnotationSpan.ATTRIBUTION]
     assert Counter(span["traceID"].rjust(32, "0") for span in spans) == failed
     return {stored_verdict(span).evaluation: stored_verdict(span) for span in spans}
+
+
+def _superseded(span: dict) -> set[str]:
+    value = tags(span).get(MemTraceAttribution.SUPERSEDES)
+    if value is None:
+        return set()
+    return set(json.loads(value) if isinstance(value, str) else value)
+
+
+def _final_verdicts(jaeger: JaegerEndpoints, sent: list[ReadableSpan], logs: list,
+                    timeout: float) -> dict[tuple[str, str], Verdict]:
+    """The verdicts no other verdict supersedes, once each failure in ``sent`` has one that is not
+    provisional (polled)."""
+    failed = failed_traces(sent)
+
+    def final() -> dict[tuple[str, str], Verdict] | None:
+        spans = [span for trace_id in failed for span in jaeger_trace(jaeger.query_url, trace_id)
+                 if span["operationName"] == AnnotationSpan.ATTRIBUTION
+                 and tags(span).get(MemTraceAttribution.PROVISIONAL) not in (True, "true")]
+        if Counter(span["traceID"].rjust(32, "0") for span in spans) != failed:
+            return None
+        return {stored_verdict(span).evaluation: stored_verdict(span) for span in spans}
+
+    return wait_for(final, timeout=timeout,
+                    what=lambda: "\n".join(log.log_tail() for log in logs))
 
 
 def _sent_since(app: AppPipeline, before: int) -> list[ReadableSpan]:
@@ -256,31 +283,36 @@ def test_backend_outage_loses_no_annotation(otelcol_bin: Path,
         collector = stack.enter_context(otelcol_harness.run_otelcol(otelcol_bin, otelcol_harness.TEE_CONFIG,
                                                                     tmp_path, env=env))
         app = app_pipeline(collector.otlp_http_traces, f"memory-app-{uuid.uuid4().hex[:8]}")
-        run_pipeline(app.provider, capture_content=True)
+        stores = (f"s{n}" for n in itertools.count())  # one memory per run (serve searches by store)
+        run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         await_annotations(jaeger, app.spans(), [serve, collector])
         before = len(app.spans())
         for item in relay.values():  # the whole backend goes: ingest, query and annotation write-back
             item.stop()
         down_since = time.monotonic()
         for _ in range(3):
-            run_pipeline(app.provider, capture_content=True)
+            run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         during = _sent_since(app, before)
         # Serve attributed the failures meanwhile and holds their annotations: the backend refused them.
         wait_for(lambda: "did not accept" in serve.log(), timeout=POLL_SECONDS, what=serve.log_tail)
         time.sleep(max(0.0, outage - (time.monotonic() - down_since)))  # the outage's length is the point
         for item in relay.values():
             item.start()
-        # Every application span arrives (the Collector's queue for the backend), one attribution
-        # span per failure and the root-cause spans they point to: none lost, none twice. (The
-        # verdicts are the failed traces' own: the linked traces could not be fetched meanwhile.)
-        stored = await_annotations(jaeger, during, [serve, collector], timeout=POLL_SECONDS + outage)
-        verdicts = _one_verdict_each(stored, during)
-        assert len(verdicts) == 3
-        blamed = Counter(v.root_cause[0] for v in verdicts.values() if v.root_cause)
+        # Every application span arrives (the Collector's queue for the backend). Each failure got a
+        # provisional verdict during the outage (its linked traces could not be fetched) and, once the
+        # backend answered, a final one that supersedes it: the verdict of a serve that never saw an
+        # outage. None lost, none twice.
         failed = failed_traces(during)
-        expected = Counter({(t, AnnotationSpan.ATTRIBUTION): n for t, n in failed.items()})
-        expected += Counter({(t, AnnotationSpan.ROOT_CAUSE): n for t, n in blamed.items()})
-        assert _annotation_counts(stored, set(failed) | set(blamed)) == expected
+        final = _final_verdicts(jaeger, during, [serve, collector], timeout=POLL_SECONDS + outage)
+        assert final == reference_verdicts(during)
+        stored = await_annotations(jaeger, during, [serve, collector])
+        attribution = [span for trace_id in failed for span in stored[trace_id]
+                       if span["operationName"] == AnnotationSpan.ATTRIBUTION]
+        provisional = {span["spanID"].rjust(16, "0") for span in attribution
+                       if tags(span).get(MemTraceAttribution.PROVISIONAL) in (True, "true")}
+        superseded = set().union(*(_superseded(span) for span in attribution))
+        assert len(provisional) == len(failed) == 3 and provisional == superseded
+        assert Counter(span["traceID"].rjust(32, "0") for span in attribution) == failed + failed
         app.provider.shutdown()
     assert "0 annotations dropped" in serve.log()
     _assert_clean_log(serve)

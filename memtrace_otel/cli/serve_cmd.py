@@ -76,16 +76,25 @@ def serve_command(**values: Any) -> None:
         server.start()
     except (ValueError, OSError) as error:
         raise click.ClickException(str(error)) from None
+    import logging
+
+    logging.getLogger("waitress").setLevel(logging.WARNING)  # its per-start info lines are not ours
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     addresses = ", ".join(f"{type(r).__name__.removeprefix('OTLP').removesuffix('Receiver')} "
                           f"{r.address[0]}:{r.address[1]}" for r in server.receivers)  # type: ignore[attr-defined]
-    stderr.print(f"memtrace serve: listening ({addresses}); settle {config.settle_seconds:g}s; Ctrl-C stops")
+    stderr.print(f"memtrace serve: listening ({addresses}); settle {config.settle_seconds:g}s; data "
+                 f"{config.data_dir}; Ctrl-C stops", soft_wrap=True)
     stop.wait()
     stderr.print("memtrace serve: draining (attributing what arrived, exporting annotations)")
     drained = server.stop(timeout=30.0)
-    stats = server.service.stats
+    stats, outbox, store = server.service.stats, server.service.outbox, server.service.store
+    held = outbox.held_at_stop
     stderr.print(f"memtrace serve: stopped; {stats.spans_received} spans received, {stats.attributions} "
-                 f"failures attributed, {server.service.outbox.dropped} annotations dropped"
-                 + ("" if drained else "; drain timed out"))
+                 f"failures attributed, {outbox.dropped} annotations dropped (refused by the backend for "
+                 "good), "
+                 f"{outbox.exported} annotation spans exported, {store.dropped_requests} requests and "
+                 f"{store.dropped_annotation_batches} annotation batches dropped from a full data directory"
+                 + (f"; {held} annotation span(s) and the unfinished traces kept in {config.data_dir} "
+                    "for the next start" if not drained else ""), soft_wrap=True)

@@ -19,6 +19,10 @@ trace itself both spans are still written (one under each span).
 The spans start now and last as long as it takes to write them: a late span's
 time is when the verdict was made, not when the failure happened.
 
+Every string value is cut to :data:`MAX_VALUE_CHARS` characters (lists to :data:`MAX_LIST_ITEMS`
+items), with a marker: one failed trace with a 3 MiB operation name once made the backend refuse
+every annotation batch it was in.
+
 These are plain functions over a given tracer; they create nothing else and
 run with instrumentation suppressed, so the write-back never traces itself.
 Thread-safe as far as the tracer is (the SDK's is).
@@ -53,6 +57,25 @@ __all__ = [
 ]
 
 _A = MemTraceAttribution
+MAX_VALUE_CHARS = 4096
+"""Longest string an annotation attribute carries (the rest is cut, with a marker)."""
+MAX_LIST_ITEMS = 128
+"""Most items of a list attribute (an evidence path); the rest are cut, with a marker."""
+_CUT = "…[cut]"
+
+
+def _bounded(value: Any) -> Any:
+    """``value`` within the limits above (strings cut, lists shortened and their strings cut).
+
+    >>> len(_bounded("x" * 10_000)) == MAX_VALUE_CHARS
+    True
+    """
+    if isinstance(value, str):
+        return value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS - len(_CUT)] + _CUT
+    if isinstance(value, (list, tuple)):
+        items = [_bounded(item) for item in value[:MAX_LIST_ITEMS]]
+        return [*items, _CUT] if len(value) > MAX_LIST_ITEMS else items
+    return value
 
 
 def root_cause_context(attribution: Attribution) -> SpanContext | None:
@@ -75,13 +98,14 @@ def root_cause_context(attribution: Attribution) -> SpanContext | None:
 
 def annotation_attributes(
     attribution: Attribution, evaluation: SpanContext, role: AnnotationSpan, *,
-    include_explanation: bool = True,
+    include_explanation: bool = True, marks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The attributes both write-back spans carry (``role`` says which span this is).
 
     ``include_explanation=False`` writes a structural explanation (names, ids and
     error type) instead of the engine's, which may quote memory contents: use it
-    when content capture is off.
+    when content capture is off. ``marks`` are added as they are (``memtrace serve``'s
+    ``provisional`` / ``supersedes``). Every value is length-limited (:data:`MAX_VALUE_CHARS`).
 
     >>> from memtrace_otel.attribution import Attribution, FailureCase
     >>> from memtrace_otel.semconv import ErrorType
@@ -99,9 +123,10 @@ def annotation_attributes(
         _A.EVALUATION_TRACE_ID: f"{evaluation.trace_id:032x}",
         _A.EVALUATION_SPAN_ID: f"{evaluation.span_id:016x}",
     }
+    attributes.update(marks or {})
     if attribution.operation is None:
         attributes[_A.FAILURE_REASON] = attribution.failure_reason or "no operation was blamed"
-        return attributes
+        return {key: _bounded(value) for key, value in attributes.items()}
     optional = {
         _A.ERROR_TYPE: attribution.error_type.value if attribution.error_type else None,
         _A.ROOT_CAUSE_OPERATION_NAME: attribution.operation_name,
@@ -115,7 +140,7 @@ def annotation_attributes(
     attributes.update((key, value) for key, value in optional.items() if value)
     attributes[_A.CONFIDENCE] = float(attribution.confidence)
     attributes[_A.EXPLANATION] = _explanation(attribution, include_explanation)
-    return attributes
+    return {key: _bounded(value) for key, value in attributes.items()}
 
 
 def _explanation(attribution: Attribution, include_explanation: bool) -> str:
@@ -150,8 +175,8 @@ def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: Span
     links = [Link(link)] if link is not None else None
     status = None
     if _A.ERROR_TYPE in attributes:
-        status = Status(StatusCode.ERROR,
-                        f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}")
+        status = Status(StatusCode.ERROR, _bounded(
+            f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}"))
     with suppress_instrumentation():
         span = tracer.start_span(role.value, context=context, kind=SpanKind.INTERNAL,
                                  attributes=attributes, links=links)
@@ -167,6 +192,7 @@ def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: Span
 def write_attribution_span(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+    marks: Mapping[str, Any] | None = None,
 ) -> Span:
     """Write ``memtrace.attribution`` as a child of ``evaluation``, linked to the root cause.
 
@@ -189,13 +215,14 @@ def write_attribution_span(
     """
     link = (root_cause or root_cause_context(attribution)) if attribution.operation else None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
-                                       include_explanation=include_explanation)
+                                       include_explanation=include_explanation, marks=marks)
     return _write(tracer, AnnotationSpan.ATTRIBUTION, evaluation, link, attributes)
 
 
 def write_root_cause_span(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+    marks: Mapping[str, Any] | None = None,
 ) -> Span | None:
     """Write ``memtrace.root_cause`` as a child of the blamed span, linked back to ``evaluation``.
 
@@ -205,13 +232,14 @@ def write_root_cause_span(
     if parent is None or attribution.operation is None:
         return None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ROOT_CAUSE,
-                                       include_explanation=include_explanation)
+                                       include_explanation=include_explanation, marks=marks)
     return _write(tracer, AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes)
 
 
 def write_annotations(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
+    marks: Mapping[str, Any] | None = None,
 ) -> list[Span]:
     """Both write-back spans of one verdict (one when it is unattributed).
 
@@ -229,9 +257,9 @@ def write_annotations(
      ('memtrace.root_cause', 'cdcdcdcdcdcdcdcd', 'DeletionError in delete')]
     """
     spans = [write_attribution_span(tracer, attribution, evaluation, root_cause,
-                                    include_explanation=include_explanation)]
+                                    include_explanation=include_explanation, marks=marks)]
     other = write_root_cause_span(tracer, attribution, evaluation, root_cause,
-                                  include_explanation=include_explanation)
+                                  include_explanation=include_explanation, marks=marks)
     if other is not None:
         spans.append(other)
     return spans
@@ -240,6 +268,7 @@ def write_annotations(
 def annotate(
     tracer: Tracer, G: nx.DiGraph, attributions: Iterable[Attribution], *, include_explanation: bool = True,
     span_contexts: Mapping[tuple[str, str], SpanContext] | None = None,
+    marks: Mapping[str, Any] | None = None,
 ) -> list[Span]:
     """Write every verdict back (:func:`write_annotations`), finding the spans they hang under.
 
@@ -247,7 +276,8 @@ def annotate(
     ``span_contexts`` maps ``(trace id, span id)`` to the live span contexts a process holds (the
     processor's own spans); an evaluation not in it is addressed by the graph's ids, as a remote
     span (``serve``), and a root cause not in it as :func:`root_cause_context` says.
-    ``include_explanation=False`` leaves out the engine's words (they may quote contents).
+    ``include_explanation=False`` leaves out the engine's words (they may quote contents);
+    ``marks`` are extra attributes for every span (``memtrace serve``'s provisional / supersedes).
     """
     contexts = span_contexts or {}
     spans: list[Span] = []
@@ -258,5 +288,5 @@ def annotate(
             int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         root = contexts.get((attribution.trace_id or "", attribution.span_id or ""))
         spans.extend(write_annotations(tracer, attribution, evaluation, root,
-                                       include_explanation=include_explanation))
+                                       include_explanation=include_explanation, marks=marks))
     return spans
