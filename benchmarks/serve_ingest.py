@@ -138,14 +138,17 @@ def main() -> None:
     parser.add_argument("--memory-limit", type=int, default=256, help="MiB, passed to memtrace serve")
     parser.add_argument("--settle", type=float, default=2.0)
     parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--data-dir", default=None,
+                        help="serve's write-ahead store (default: a fresh temporary directory)")
     args = parser.parse_args()
 
     port = _free_port()
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="memtrace-serve-bench-")
     log_file = tempfile.TemporaryFile("w+")  # noqa: SIM115 - lives as long as main(); not a pipe, which would stall the server when full
     memtrace = Path(sys.executable).with_name("memtrace")
     server = subprocess.Popen(
         ["taskset", "-c", "0", str(memtrace), "serve", "--grpc-port", "-1", "--http-port", str(port),
-         "--settle", str(args.settle), "--memory-limit", str(args.memory_limit)],
+         "--settle", str(args.settle), "--memory-limit", str(args.memory_limit), "--data-dir", data_dir],
         stderr=log_file, stdout=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "250"})
     os.sched_setaffinity(0, {1})
     requests = [item for seed in range(4) for item in _requests(50, seed)]
