@@ -83,7 +83,7 @@ def find_evidence(G: nx.DiGraph, case: FailureCase, *, use_embeddings: bool = Tr
         The message variable ids (sorted when given, best first when ranked),
         and ``True`` when the evaluation named them.
     """
-    given = sorted(evidence_variables(G, case.evidence))
+    given = sorted(evidence_variables(G, case.evidence, at=case.evaluation))
     # Other variables may be named after the turn too (facts:D1:3); the message is the evidence.
     messages = [v for v in given if G.nodes[v].get("kind") == VariableKind.MESSAGE]
     if messages or given:

@@ -33,6 +33,7 @@ __all__ = [
     "clear_index",
     "evaluation_nodes",
     "lookup",
+    "missing_by_node",
     "operation_nodes",
     "position",
     "variables_by_name",
@@ -121,3 +122,52 @@ def _by_name(G: nx.DiGraph) -> dict[str, tuple[tuple[int, str], ...]]:
 def variables_by_name(G: nx.DiGraph) -> dict[str, tuple[tuple[int, str], ...]]:
     """Variable name -> its ``(version, node)`` pairs, oldest first."""
     return lookup(G, "by_name", _by_name)
+
+
+def _missing_by_node(G: nx.DiGraph) -> dict[str, frozenset[str]] | None:
+    # Forward from the nodes that carry missing_links, in topological order: a node's set is its
+    # own links and its predecessors' sets. Nodes that reach none are left out; sets are shared
+    # between a node and its parent when equal, so a long chain below one link costs one set.
+    nodes, pred, succ = G._node, G._pred, G._succ
+    region: set[str] = set()
+    stack = [n for n, d in nodes.items() if d.get("missing_links")]
+    while stack:
+        node = stack.pop()
+        if node not in region:
+            region.add(node)
+            stack.extend(s for s in succ[node] if s not in region)
+    waiting = {n: sum(1 for p in pred[n] if p in region) for n in region}
+    ready = [n for n, count in waiting.items() if count == 0]
+    found: dict[str, frozenset[str]] = {}
+    while ready:
+        node = ready.pop()
+        sets = [found[p] for p in pred[node] if p in found]
+        own = nodes[node].get("missing_links")
+        if own:
+            sets.append(frozenset(own))
+        widest = max(sets, key=len)
+        found[node] = widest if all(s <= widest for s in sets) else frozenset().union(*sets)
+        for child in succ[node]:
+            if child in waiting:
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    ready.append(child)
+    return found if len(found) == len(region) else None  # a cycle: callers search per node
+
+
+def missing_by_node(G: nx.DiGraph) -> dict[str, frozenset[str]] | None:
+    """Node -> trace ids that it or any node it depends on (its ancestors) links to but ``G`` lacks.
+
+    Nodes whose lineage is complete are absent. ``None`` when lineage below a missing link has a
+    cycle (graphs from :func:`~memtrace_otel.graph.build_graph` have none: it cuts them); a caller
+    then searches the ancestors of its node. One pass over the graph, instead of one search of
+    every ancestor per failure: with version chains across thousands of traces (a long-running
+    app that reuses variable names) each failure's ancestors are a share of the whole graph.
+
+    >>> G = nx.DiGraph([("a", "b"), ("b", "c"), ("x", "c")])
+    >>> G.nodes["a"]["missing_links"] = ["t1"]
+    >>> {n: sorted(v) for n, v in sorted(missing_by_node(G).items())}
+    {'a': ['t1'], 'b': ['t1'], 'c': ['t1']}
+    """
+    return lookup(G, "missing_by_node", _missing_by_node)
+

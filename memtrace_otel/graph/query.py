@@ -13,6 +13,7 @@ order nodes were first met), never on set iteration or hash seeds.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,6 +23,7 @@ from memtrace_otel.graph.errors import MemTraceGraphError, NodeNotFound
 from memtrace_otel.graph.index import (
     evaluation_nodes,
     lookup,
+    missing_by_node,
     operation_nodes,
     position,
     variables_by_name,
@@ -214,6 +216,9 @@ def missing_lineage(G: nx.DiGraph, node: str) -> set[str]:
     (True, set())
     """
     _require(G, node)
+    table = missing_by_node(G)  # computed once per graph: asked once per failure
+    if table is not None:
+        return set(table.get(node, ()))
     nodes = G.nodes
     missing: set[str] = set(nodes[node].get("missing_links") or ())
     for ancestor in nx.ancestors(G, node):
@@ -355,8 +360,32 @@ def _evidence_index(rule: EvidenceRule) -> Callable[[nx.DiGraph], dict[str, tupl
     return build
 
 
+def _versions_in_time(G: nx.DiGraph) -> dict[str, tuple[list[int], list[str]]]:
+    # Names written more than once -> their versions by their writers' execution order (a version
+    # no operation wrote counts as written before everything), for a bisect per failure.
+    nodes, pred = G.nodes, G._pred
+    table = {}
+    for name, versions in variables_by_name(G).items():
+        if len(versions) > 1:
+            written = sorted((min((nodes[p].get("order", 0) for p in pred[v]
+                                   if nodes[p].get("type") == "operation"), default=-1), i, v)
+                             for i, (_, v) in enumerate(versions))
+            table[name] = ([order for order, *_ in written], [v for *_, v in written])
+    return table
+
+
+def _current_at(G: nx.DiGraph, variable: str, at: str) -> str:
+    """The version of ``variable``'s name written last before operation ``at`` ran, else ``variable``."""
+    found = lookup(G, "versions_in_time", _versions_in_time).get(G.nodes[variable].get("name"))
+    if found is None:
+        return variable
+    orders, versions = found
+    before = bisect.bisect_left(orders, G.nodes[at].get("order", 0))
+    return versions[before - 1] if before else variable
+
+
 def evidence_variables(G: nx.DiGraph, evidence_ids: Iterable[str], *,
-                       match: EvidenceRule = evidence_keys) -> list[str]:
+                       match: EvidenceRule = evidence_keys, at: str | None = None) -> list[str]:
     """Message variables that hold the given evidence ids (e.g. LoCoMo ``D1:3``).
 
     An evaluation names the messages that hold its answer by evidence ids
@@ -378,6 +407,11 @@ def evidence_variables(G: nx.DiGraph, evidence_ids: Iterable[str], *,
         The rule, a function from a variable name to the evidence ids it holds.
         The index it implies is built once per graph and rule: pass the same
         function object each time, not a new lambda per call.
+    at:
+        An operation (the failed evaluation): a name written several times (a long-running
+        app that reuses its message names, one conversation after another) gives the version
+        written last before ``at`` ran, the message the question was asked about, instead of
+        the earliest. Names written once give the same either way.
 
     Returns
     -------
@@ -394,5 +428,8 @@ def evidence_variables(G: nx.DiGraph, evidence_ids: Iterable[str], *,
     found: dict[str, None] = {}
     for evidence_id in evidence_ids:
         if isinstance(evidence_id, str):
-            found.update(dict.fromkeys(index.get(evidence_id, ())))
+            variables = index.get(evidence_id, ())
+            if at is not None:
+                variables = tuple(_current_at(G, v, at) for v in variables)
+            found.update(dict.fromkeys(variables))
     return _in_graph_order(G, found) if len(found) > 1 else list(found)
