@@ -63,7 +63,7 @@ CREATE INDEX IF NOT EXISTS traces_by_trace ON traces (trace_id);
 CREATE INDEX IF NOT EXISTS traces_by_request ON traces (request_id);
 CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY, spans INTEGER NOT NULL, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS redo (trace_id TEXT PRIMARY KEY, until REAL NOT NULL, attempts INTEGER NOT NULL,
-                                 superseded TEXT NOT NULL);
+                                 superseded TEXT NOT NULL, seen TEXT NOT NULL);
 """
 
 
@@ -79,12 +79,14 @@ class StoredTrace:
 @dataclass(slots=True)
 class Redo:
     """A failure to judge again once the backend answers: until when (wall clock), how often tried,
-    and the span ids of the annotations a new verdict supersedes (comma-separated hex)."""
+    the span ids of the annotations a new verdict supersedes (comma-separated hex), and what the
+    last attempt with the backend answering gathered (a digest; empty when it failed)."""
 
     trace_id: str
     until: float
     attempts: int
     superseded: str
+    seen: str = ""
 
 
 class DurableStore:
@@ -219,8 +221,8 @@ class DurableStore:
                 ids = [int(self._db.execute("INSERT INTO outbox (spans, body) VALUES (?, ?)",
                                             (spans, body)).lastrowid or 0) for spans, body in annotations]
                 if redo is not None:
-                    self._db.execute("INSERT OR REPLACE INTO redo VALUES (?, ?, ?, ?)",
-                                     (redo.trace_id, redo.until, redo.attempts, redo.superseded))
+                    self._db.execute("INSERT OR REPLACE INTO redo VALUES (?, ?, ?, ?, ?)",
+                                     (redo.trace_id, redo.until, redo.attempts, redo.superseded, redo.seen))
                 elif not keep:
                     self._db.execute("DELETE FROM redo WHERE trace_id = ?", (trace_id,))
                     self._forget([trace_id])
@@ -259,7 +261,7 @@ class DurableStore:
         """Failures waiting to be judged again, oldest deadline first."""
         with self._lock:
             return [Redo(*row) for row in self._db.execute(
-                "SELECT trace_id, until, attempts, superseded FROM redo ORDER BY until, trace_id")]
+                "SELECT trace_id, until, attempts, superseded, seen FROM redo ORDER BY until, trace_id")]
 
     def forget_redo(self, trace_id: str) -> None:
         """Give a redo up (its time is over): the trace and its requests go too."""

@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from memtrace_otel.collector.durable import KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
-from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
+from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request
 from memtrace_otel.spans.model import Problem
 
 __all__ = ["OTLPGrpcReceiver"]
@@ -55,8 +55,12 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
             _logger.warning("rejected an Export from %s: %s", context.peer(), error)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         problems: list[Problem] = []
-        spans = records_from_request(request, f"{context.peer()} Export", problems)
-        accepted = ingest(spans, len(body), body, KIND_PROTOBUF) if store_bodies else ingest(spans, len(body))
+        where = f"{context.peer()} Export"
+        if store_bodies:  # stored as received: only the trace index is read now
+            accepted = ingest(index_request(request, where, problems), body, KIND_PROTOBUF)
+        else:
+            spans = records_from_request(request, where, problems)
+            accepted = ingest(spans, len(body))
         if not accepted:
             context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is over its memory ceiling; retry")
         response = ExportTraceServiceResponse()

@@ -39,9 +39,10 @@ from typing import Any
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from memtrace_otel.collector.assembler import trace_index
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
-from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
+from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request
 from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.otlp_json import records_from_traces_data
 
@@ -157,18 +158,26 @@ class _Application:
 
     def _handle(self, wsgi: dict[str, Any], start_response: Callable[..., Any], length: int,
                 content_type: str, client: str) -> Iterable[bytes]:
+        where = f"{client} POST /v1/traces"
+        problems: list[Problem] = []
         try:
             body = _read_body(wsgi, length, self._max_body_bytes)
-            problems: list[Problem] = []
-            spans = _decode(body, content_type, f"{client} POST /v1/traces", problems)
+            if self._store_bodies and content_type == _PROTOBUF:  # stored as received: index only
+                try:
+                    request = decode_request(body)
+                except ValueError as error:
+                    raise _BadRequest(400, str(error)) from None
+                index = index_request(request, where, problems)
+            else:
+                spans = _decode(body, content_type, where, problems)
+                index = trace_index(spans) if self._store_bodies else {}
         except _BadRequest as error:
             return self._error(start_response, error.status, str(error), content_type, client)
         if problems:
             _logger.warning("%d malformed span(s) rejected from %s: %s", len(problems), client,
                             problems[0].message)
         kind = KIND_JSON if content_type == _JSON else KIND_PROTOBUF
-        accepted = (self._ingest(spans, len(body), body, kind) if self._store_bodies
-                    else self._ingest(spans, len(body)))
+        accepted = self._ingest(index, body, kind) if self._store_bodies else self._ingest(spans, len(body))
         if not accepted:
             return self._error(start_response, 503, "memtrace serve is over its memory ceiling; retry later",
                                content_type, client)
@@ -207,18 +216,21 @@ class _HangUps(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.count = 0
+        self.count_so_far = 0
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not str(record.msg).startswith("Client disconnected"):
             return True
+        self.count()
+        return False
+
+    def count(self) -> None:
         with self._lock:
-            self.count += 1
-            count = self.count
+            self.count_so_far += 1
+            count = self.count_so_far
         if count == 1 or count % 100 == 0:
             _logger.warning("a client hung up before its answer (%d so far)", count)
-        return False
 
 
 _DRAIN_SECONDS = 1.0
@@ -263,7 +275,7 @@ class _Drainer:
                 sock.close()
 
 
-def _channel_class(drainer: _Drainer) -> type:
+def _channel_class(drainer: _Drainer, hang_ups: _HangUps) -> type:
     from waitress.channel import HTTPChannel
     from waitress.task import ErrorTask
 
@@ -273,6 +285,9 @@ def _channel_class(drainer: _Drainer) -> type:
         def __init__(self, channel: Any, request: Any) -> None:
             super().__init__(channel, request)
             channel.refused_request = True
+            error = request.error
+            _logger.warning("rejected a request from %s: %s", channel.addr[0] if channel.addr else "?",
+                            f"{error.reason}: {error.body}" if error is not None else "bad request")
 
     class Channel(HTTPChannel):  # type: ignore[misc]
         error_task_class = Refusal
@@ -287,6 +302,8 @@ def _channel_class(drainer: _Drainer) -> type:
                     duplicate = None
                 if duplicate is not None and not drainer.offer(duplicate):
                     duplicate.close()
+            elif self.request is not None and not self.request.completed and not self.will_close:
+                hang_ups.count()  # the client went away mid-request: nothing of it was taken
             super().handle_close()
 
     return Channel
@@ -295,8 +312,9 @@ def _channel_class(drainer: _Drainer) -> type:
 class OTLPHttpReceiver:
     """Serves ``POST /v1/traces`` on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``.
 
-    ``ingest(spans, wire_bytes) -> bool`` (with ``store_bodies``: ``ingest(spans, wire_bytes, body,
-    kind)``, the request's bytes to store); ``False`` makes the answer a retryable 503.
+    ``ingest(spans, wire_bytes) -> bool``; with ``store_bodies``, ``ingest(index, body, kind)``: the
+    request's :func:`~memtrace_otel.collector.assembler.trace_index` (for protobuf made without
+    decoding the spans) and its bytes to store. ``False`` makes the answer a retryable 503.
 
     Parameters
     ----------
@@ -331,7 +349,7 @@ class OTLPHttpReceiver:
             cleanup_interval=1, max_request_body_size=max_body_bytes, inbuf_overflow=256 << 10,
             log_socket_errors=False, expose_tracebacks=False, ident="memtrace",
             clear_untrusted_proxy_headers=True)
-        self._server.channel_class = _channel_class(_Drainer())
+        self._server.channel_class = _channel_class(_Drainer(), self.hang_ups)
         self._header_timeout = header_timeout
         self._headers_since: dict[int, float] = {}
         maintenance = self._server.maintenance

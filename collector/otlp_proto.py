@@ -15,9 +15,10 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["attributes_of", "decode_request", "records_from_request"]
+__all__ = ["attributes_of", "decode_request", "index_request", "records_from_request"]
 
 
 
@@ -129,3 +130,41 @@ def records_from_request(request: ExportTraceServiceRequest, where: str,
                 except _BadSpan as error:
                     problems.append(Problem(where, f"span {span.name[:80]!r} rejected: {error}"))
     return records
+
+
+_PASSED = MemTrace.EVALUATION_PASSED
+
+
+def index_request(request: ExportTraceServiceRequest, where: str,
+                  problems: list[Problem]) -> dict[str, tuple[int, bool]]:
+    """``trace id -> (spans, holds a failed evaluation)`` of ``request``, without decoding the spans.
+
+    What ``serve`` needs to acknowledge a request it stores as received: the spans are decoded
+    only if their trace fails (most do not), so ingest skips building records. The same spans are
+    rejected, and the same problems reported, as :func:`records_from_request` would.
+    """
+    index: dict[str, tuple[int, bool]] = {}
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                try:
+                    trace_id = _hex(span.trace_id, 32, "trace id")
+                    span_id = _hex(span.span_id, 16, "span id")
+                    if span.parent_span_id:
+                        _hex(span.parent_span_id, 16, "parent span id")
+                except _BadSpan as error:
+                    problems.append(Problem(where, f"span {span.name[:80]!r} rejected: {error}"))
+                    continue
+                for link in span.links:
+                    try:
+                        _hex(link.trace_id, 32, "link trace id")
+                        _hex(link.span_id, 16, "link span id")
+                    except _BadSpan as error:
+                        problems.append(Problem(where, f"span {span_id}: link dropped: {error}"))
+                failed = False
+                for kv in span.attributes:
+                    if kv.key == _PASSED:
+                        failed = kv.value.WhichOneof("value") == "bool_value" and not kv.value.bool_value
+                count, before = index.get(trace_id, (0, False))
+                index[trace_id] = (count + 1, before or failed)
+    return index

@@ -25,7 +25,6 @@ from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import open_backend
-from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
 
@@ -81,9 +80,9 @@ class MemtraceServer:
                                    max_requests=_RECEIVER_WORKERS)
         self.receivers: list[object] = []
 
-    def ingest(self, spans: list[SpanRecord], wire_bytes: int, body: bytes | None = None,
-               kind: int = 0) -> bool:
-        return self.service.ingest(spans, wire_bytes, body, kind)
+    def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+        """A received request, stored as it came (the receivers' ``store_bodies`` call)."""
+        return self.service.ingest_request(index, body, kind)
 
     def start(self) -> None:
         from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver

@@ -24,8 +24,9 @@ is replayed on start (those traces settle again) and so is the outbox.
 
 Redo: a verdict made while the backend failed (down, timed out, 429/5xx; not "trace not found")
 is written at once, marked ``memtrace.attribution.provisional``, and the failure is judged again
-with backoff (5 s, doubling up to 5 min) until the backend answers with every linked trace (or
-still lacks some after four rounds: they may never have been sent) or ``redo_seconds`` pass; the
+with backoff (3 s, doubling up to 2 min) until two attempts with the backend answering gather the
+same traces (its senders may still be delivering what it missed; or after six attempts) or
+``redo_seconds`` pass; the
 new annotation spans carry
 ``memtrace.attribution.supersedes`` (the span ids of the provisional ones).
 
@@ -71,9 +72,10 @@ __all__ = ["AttributionService", "ServiceStats"]
 
 _logger = logging.getLogger(__name__)
 Annotate = Callable[[Tracer, nx.DiGraph, Attribution, bool, dict[str, Any]], Sequence[ReadableSpan]]
-_REDO_FIRST_SECONDS = 5.0
-_REDO_MAX_SECONDS = 300.0
-_REDO_MISSING_ROUNDS = 4
+_REDO_FIRST_SECONDS = 3.0
+_REDO_MAX_SECONDS = 120.0
+_REDO_ROUNDS = 6
+_OUTBOX_DRAIN_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -239,7 +241,10 @@ class AttributionService:
         with self._index_lock:
             self._enqueue(self.assembler.drain())
         drained = all([job.shutdown(max(0.0, deadline - time.monotonic()) * 1000) for job in self._jobs])
-        flushed = self.outbox.shutdown(int(max(0.0, deadline - time.monotonic()) * 1000))
+        # The annotations are on disk: a backend that is down is not waited for long (the next start
+        # sends them), where an in-memory outbox had to hold the whole drain up.
+        flushed = self.outbox.shutdown(int(min(max(0.0, deadline - time.monotonic()), _OUTBOX_DRAIN_SECONDS)
+                                           * 1000))
         self.outbox.held_at_stop = self.outbox.held
         self._provider.shutdown()
         self.store.close()
@@ -259,18 +264,26 @@ class AttributionService:
         what is stored; without it, the spans themselves are.
         """
         index = trace_index(spans)
+        if body is None:
+            return self._store(index, lambda: self.store.append_records(spans, index))
+        return self.ingest_request(index, body, kind)
+
+    def ingest_request(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+        """:meth:`ingest` for a request given as received, with its :func:`trace_index` (the receivers
+        make it without decoding the spans: ``otlp_proto.index_request``)."""
+        return self._store(index, lambda: self.store.append(kind, body, index))
+
+    def _store(self, index: dict[str, tuple[int, bool]], append: Callable[[], None]) -> bool:
+        spans = sum(count for count, _ in index.values())
         if not index:
             return True
         if not self.assembler.room_for(index):
-            self.stats.add(spans_refused=len(spans))
+            self.stats.add(spans_refused=spans)
             return False
         with self._index_lock:
-            if body is None:
-                self.store.append_records(spans, index)
-            else:
-                self.store.append(kind, body, index)
+            append()
             self.assembler.offer(index)
-        self.stats.add(spans_received=len(spans))
+        self.stats.add(spans_received=spans)
         return True
 
     # -- threads -------------------------------------------------------------
@@ -358,16 +371,16 @@ class AttributionService:
         if backend is not None:
             self._count_budget(backend, trace.trace_id)
         failed_backend = backend is not None and backend.failed and self.redo_seconds > 0
-        # A backend back from an outage may not have every trace yet (its senders' queues are still
-        # delivering): a redo that still misses linked traces waits a few more rounds before it is final.
-        missing = bool(found.gathered is not None and found.gathered.still_missing)
-        waiting = failed_backend or (missing and job.redo is not None
-                                     and job.redo.attempts < _REDO_MISSING_ROUNDS)
-        if job.redo is not None and waiting:
+        if job.redo is not None:
+            # A backend back from an outage may not hold every trace yet (its senders' queues are
+            # still delivering): a redo is final once two attempts with the backend answering
+            # gathered the same traces (or after a few attempts: some may never have been sent).
+            seen = "" if failed_backend else _digest(found.spans.spans)
             redo = job.redo
-            self.store.finish(trace.trace_id, [], redo=Redo(redo.trace_id, redo.until, redo.attempts + 1,
-                                                            redo.superseded))
-            return
+            if failed_backend or (seen != redo.seen and redo.attempts < _REDO_ROUNDS):
+                self.store.finish(trace.trace_id, [], redo=Redo(redo.trace_id, redo.until, redo.attempts + 1,
+                                                                redo.superseded, seen))
+                return
         marks: dict[str, Any] = {}
         if failed_backend:
             marks[MemTraceAttribution.PROVISIONAL] = True
@@ -431,8 +444,18 @@ class AttributionService:
             _logger.warning("linked trace fetch: %s", problem)
 
 
+def _digest(spans: Sequence[SpanRecord]) -> str:
+    """What a gathering found, in a few bytes: the sorted (trace id, span id) pairs, hashed."""
+    import hashlib
+
+    found = hashlib.sha256()
+    for trace_id, span_id in sorted((span.trace_id, span.span_id) for span in spans):
+        found.update(f"{trace_id}{span_id}".encode())
+    return found.hexdigest()[:32]
+
+
 def _elapsed_waits(attempts: int) -> float:
-    """Seconds from a provisional verdict to redo number ``attempts + 1`` (5 s, then doubling)."""
+    """Seconds from a provisional verdict to redo number ``attempts + 1`` (3 s, then doubling)."""
     return sum(min(_REDO_FIRST_SECONDS * 2 ** n, _REDO_MAX_SECONDS) for n in range(attempts + 1))
 
 
