@@ -8,19 +8,26 @@ Threads are sequenced with events; nothing sleeps.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import SpanContext, StatusCode
@@ -368,9 +375,9 @@ def test_ordinary_spans_stay_out_of_the_index(pipeline: Pipeline) -> None:
     with pipeline.memory.operation("extract", Category.EXTRACTION):
         pass
     assert pipeline.processor is not None
-    assert pipeline.processor.stats()["waiting"] == 1  # the worker indexes in batches,
-    assert pipeline.processor.force_flush(10_000)  # or when asked to
-    assert (pipeline.processor.stats()["indexed"], pipeline.processor.stats()["waiting"]) == (1, 0)
+    assert pipeline.processor.force_flush(10_000)
+    # Held, not converted yet: the worker converts spans when a failure needs a graph.
+    assert (pipeline.processor.stats()["indexed"], pipeline.processor.stats()["waiting"]) == (1, 1)
 
 
 def test_the_index_is_bounded_by_size_and_age() -> None:
@@ -384,12 +391,126 @@ def test_the_index_is_bounded_by_size_and_age() -> None:
             span = tracer.start_span("extract", attributes={MemTrace.OPERATION_CATEGORY: "extraction"},
                                      start_time=end - 1000)
             span.end(end_time=end)
-        assert made.processor is not None and made.processor.force_flush(10_000)
+            # Indexed one by one: the inbox of a three-span index holds one span while the worker is away.
+            assert made.processor is not None and made.processor.force_flush(10_000)
         stats = made.processor.stats()
         return stats["indexed"], stats["evicted_size"], stats["evicted_age"]
 
     assert operations(now - 30 * 10**9, now - 20 * 10**9, now) == (1, 0, 2)  # two beyond 10 s
     assert operations(now, now, now, now) == (3, 2, 2)  # five in a three-span index
+    made.provider.shutdown()
+
+
+def _operations(made: Pipeline, count: int) -> None:
+    tracer = made.provider.get_tracer("app")
+    for _ in range(count):
+        tracer.start_span("extract", attributes={MemTrace.OPERATION_CATEGORY: "extraction"}).end()
+
+
+class _Discarding(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+class _Watcher(SpanProcessor):
+    """Keeps a weak reference to each ended span (the object every processor's on_end gets)."""
+
+    def __init__(self) -> None:
+        self.ended: list[weakref.ref[ReadableSpan]] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(weakref.ref(span))
+
+    def alive(self) -> int:
+        gc.collect()
+        return sum(ref() is not None for ref in self.ended)
+
+
+def test_spans_held_stay_within_max_spans_while_the_worker_is_busy() -> None:
+    """max_spans at most, as documented (the old inbox held max_spans more while the worker was busy)."""
+    engine = _GatedEngine()
+    provider = TracerProvider()
+    memory = MemoryTracer(provider, capture_content=False)
+    processor = AttributionSpanProcessor(memory, tracer_provider=provider, engine=engine, max_spans=40)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(_Discarding()))  # keeps no span alive
+    watcher = _Watcher()
+    provider.add_span_processor(watcher)
+    made = Pipeline(provider, InMemorySpanExporter(), memory, processor)
+    _operations(made, 40)
+    assert processor.force_flush(10_000) and processor.stats()["indexed"] == 40
+    _fail(made.memory, "busy")
+    assert engine.entered.wait(10)  # the worker is held: it indexes nothing, evicts nothing
+    _operations(made, 100)
+    assert watcher.alive() == 40 + 1  # the index, and the busy failure's span in the worker's batch
+    stats = processor.stats()
+    assert stats["indexed"] == 40
+    assert stats["evicted_size"] == 1 + 100  # every span let go is counted
+    engine.release.set()
+    assert processor.force_flush(10_000)
+    assert watcher.alive() == 40  # the worker's records did not keep the evicted spans alive
+    provider.shutdown()
+
+
+def test_a_failure_whose_span_left_the_index_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    engine = _GatedEngine()
+    made = _pipeline(engine=engine, max_spans=8)
+    processor = made.processor
+    assert processor is not None
+    _fail(made.memory, "busy")
+    assert engine.entered.wait(10)
+    _fail(made.memory, "late")  # queued; its span waits in the inbox ...
+    _operations(made, 10)  # ... and is pushed out before the worker gets to it
+    with caplog.at_level(logging.WARNING, logger=_LOGGER):
+        engine.release.set()
+        assert processor.force_flush(10_000)
+    assert processor.stats()["jobs_evicted"] == 1 and engine.calls == 1
+    assert len([r for r in caplog.records if "left the index" in r.getMessage()]) == 1
+    made.provider.shutdown()
+
+
+class _BusyEngine(Engine):
+    """Uses a fixed amount of this thread's CPU per case, as a costly attribution does."""
+
+    name = "busy"
+
+    def __init__(self, cpu_seconds: float) -> None:
+        self.cpu_seconds, self.calls = cpu_seconds, 0
+
+    def _attribute(self, G: nx.DiGraph, case: FailureCase, result: Attribution) -> None:
+        self.calls += 1
+        until = time.thread_time() + self.cpu_seconds
+        while time.thread_time() < until:
+            pass
+        result.failure_reason = "busy engine blames nobody"
+
+
+def test_failures_beyond_the_cpu_budget_are_skipped_counted_and_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    engine = _BusyEngine(0.3)  # the one-CPU-second burst pays for four cases at most
+    made = _pipeline(engine=engine, cpu_budget=0.01)
+    processor = made.processor
+    assert processor is not None
+    with caplog.at_level(logging.WARNING, logger=_LOGGER):
+        for number in range(10):
+            _fail(made.memory, f"q{number}")
+        assert processor.force_flush(30_000)
+    stats = processor.stats()
+    assert 1 <= engine.calls <= 4
+    assert stats["jobs_skipped_budget"] == 10 - engine.calls == 10 - stats["unattributed"]
+    assert len([r for r in caplog.records if "CPU budget" in r.getMessage()]) == 1
+    assert len(made.application()) == 10  # the application's spans all went on
+    made.provider.shutdown()
+
+
+def test_without_a_cpu_budget_every_failure_is_attributed() -> None:
+    engine = _BusyEngine(0.3)
+    made = _pipeline(engine=engine, cpu_budget=None)
+    assert made.processor is not None
+    for number in range(5):
+        _fail(made.memory, f"q{number}")
+    assert made.processor.force_flush(30_000)
+    assert (engine.calls, made.processor.stats()["jobs_skipped_budget"]) == (5, 0)
     made.provider.shutdown()
 
 
@@ -410,6 +531,7 @@ def test_on_end_never_raises(pipeline: Pipeline, caplog: pytest.LogCaptureFixtur
 
 @pytest.mark.parametrize("options", [
     {"max_spans": 0}, {"max_spans": True}, {"max_spans": 2.5}, {"max_queue": 0}, {"max_queue": "9"},
+    {"cpu_budget": 0}, {"cpu_budget": 1.5}, {"cpu_budget": True}, {"cpu_budget": "0.1"},
     {"max_age_seconds": 0}, {"max_age_seconds": -1.0}, {"max_age_seconds": float("nan")},
     {"max_age_seconds": float("inf")}, {"max_age_seconds": "60"}, {"engine": "no-such-engine"},
     {"engine": 3},

@@ -36,6 +36,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
@@ -69,6 +70,11 @@ _DEFAULT_MAX_SPANS = 10_000
 _DEFAULT_MAX_AGE_SECONDS = 3600.0
 _DEFAULT_MAX_QUEUE = 256
 _DEFAULT_TIMEOUT_MILLIS = 30_000
+# The worker's CPU, as a share of one core: in CPython its work holds the GIL, so what it uses the
+# application's threads lose. 5% leaves the application within the 10% the issue allows, with room
+# for the per-span hooks; a burst of one second lets a quiet application's rare failures all through.
+_DEFAULT_CPU_BUDGET = 0.05
+_BURST_CPU_SECONDS = 1.0
 
 _CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
 _PASSED = MemTrace.EVALUATION_PASSED
@@ -87,6 +93,14 @@ def _positive_int(name: str, value: object) -> int:
     if type(value) is not int or value < 1:
         raise ValueError(f"{name} must be an int >= 1, not {value!r}")
     return value
+
+
+def _budget(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ValueError(f"cpu_budget must be a share of one core in (0, 1] or None, not {value!r}")
+    return float(value)
 
 
 def _positive_seconds(name: str, value: object) -> float:
@@ -115,15 +129,22 @@ class AttributionSpanProcessor(SpanProcessor):
     max_spans, max_age_seconds:
         Bounds of the index of recent memory-operation spans (and the model
         calls made inside them, with the spans in between); the oldest go
-        first. A root cause older than either cannot be found. About a quarter
-        of ``max_spans`` more wait for the worker to index them (it is woken
-        when they are that many, or by a failure or a flush).
+        first. A root cause older than either cannot be found. The processor
+        holds ``max_spans`` spans at most (and the worker's converted copy of
+        each, made when a failure needs a graph).
     max_queue:
         Failed evaluations waiting for the worker; beyond it new ones are
         dropped (counted in :meth:`stats`, warned about once).
     capture_content:
         Write the engine's explanation (which may quote memory contents) on the
         annotation spans; by default as the tracer captures content.
+    cpu_budget:
+        Share of one core the worker may use on average (default 0.05), ``None``
+        for no limit. Building graphs and attributing failures holds the GIL, so
+        it is taken from the application's threads: when failures come faster
+        than the budget pays for, the worker skips them (counted in
+        ``stats()['jobs_skipped_budget']``, logged once) rather than slow the
+        application. It may spend up to one CPU-second ahead (a burst).
 
     Raises
     ------
@@ -132,8 +153,9 @@ class AttributionSpanProcessor(SpanProcessor):
 
     Thread safety: ``on_end`` may be called from any thread; it does constant
     work and takes no lock for an ordinary span, a memory operation or a model
-    call (it appends to a deque and sets or pops one key of a bounded dict, each
-    atomic in CPython), never raises, never waits for the worker. Failed
+    call (it appends to a deque, counts in its thread's own key, and sets or pops
+    one key of a bounded dict, each atomic in CPython), never raises, never waits
+    for the worker. Failed
     evaluations go to a :class:`~memtrace_otel.batch_worker.BatchWorker` (its
     queue has its own short lock); its thread alone owns the index. The counters
     have a lock. ``force_flush`` and ``shutdown`` may be called from any thread
@@ -151,12 +173,17 @@ class AttributionSpanProcessor(SpanProcessor):
         max_age_seconds: float = _DEFAULT_MAX_AGE_SECONDS,
         max_queue: int = _DEFAULT_MAX_QUEUE,
         capture_content: bool | None = None,
+        cpu_budget: float | None = _DEFAULT_CPU_BUDGET,
     ) -> None:
         if not isinstance(tracer, MemoryTracer):
             raise ValueError(f"tracer must be a MemoryTracer, not {type(tracer).__name__}")
         self._max_spans = _positive_int("max_spans", max_spans)
         self._max_age_ns = int(_positive_seconds("max_age_seconds", max_age_seconds) * 1e9)
         self._max_queue = _positive_int("max_queue", max_queue)
+        self._cpu_budget = _budget(cpu_budget)
+        # CPU-seconds the worker may still spend (a token bucket, refilled at cpu_budget per second
+        # of wall time up to the burst); the worker's alone.
+        self._cpu_left, self._cpu_refilled = _BURST_CPU_SECONDS, time.monotonic()
         if isinstance(engine, Engine):
             self._engine = engine
         elif isinstance(engine, str):
@@ -167,21 +194,26 @@ class AttributionSpanProcessor(SpanProcessor):
         self._include_explanation = tracer.capture_content if capture_content is None else capture_content
         self._provider = tracer_provider
         self._writer: Tracer | None = None
-        # The application threads only append to the inbox (atomic, no lock); the worker alone
-        # moves spans into the index, evicts, and counts what it evicted.
-        self._inbox: deque[ReadableSpan] = deque(maxlen=self._max_spans)
+        # One bounded index, appended to by the application threads (atomic, no lock; its maxlen
+        # drops the oldest): max_spans is all it ever holds. The worker reads it by snapshot,
+        # removes the spans past max_age, and converts spans to records only when it builds a graph
+        # (the conversion costs as much as the build: done once per span, under the CPU budget).
+        self._index: deque[ReadableSpan] = deque(maxlen=self._max_spans)  # oldest end first
+        # Spans the application threads pushed out of the full index, by thread: each thread
+        # counts in its own key (no lock per span, no lost update); stats() adds them up.
+        self._evicted_by_thread: Counter[int] = Counter()
+        self._evicted_age = 0
         # (trace id, span id) of a span a kept model call hangs under -> (its memory operation's
         # span id, hops left): filled and emptied by the application threads only.
         self._waiting: dict[tuple[int, int], tuple[int, int]] = {}
-        self._index_at = max(self._max_spans // 4, 1)
-        self._index: deque[ReadableSpan] = deque(maxlen=self._max_spans)  # oldest end first
-        self._evicted_size = self._evicted_age = 0
-        self._records: dict[ReadableSpan, SpanRecord] = {}  # the worker's, by span identity
+        # The worker's conversions, by span identity; weak, so a span pushed out of the index frees
+        # its record too (the bound stays max_spans spans and records).
+        self._records: weakref.WeakKeyDictionary[ReadableSpan, SpanRecord] = weakref.WeakKeyDictionary()
         self._counts: Counter[str] = Counter()
         self._warned: set[str] = set()
         self._counts_lock = threading.Lock()  # guards _counts and _warned
         # Failed evaluations wait here for the worker thread, which attributes them in batches (one
-        # graph per batch) and indexes the inbox at the end of every drain, with or without jobs.
+        # graph per batch) and drops aged spans at the end of every drain, with or without jobs.
         self._jobs: BatchWorker[ReadableSpan] = BatchWorker(
             _Step(self), name="MemTraceAttributionWorker", max_queue_size=self._max_queue,
             max_batch_size=self._max_queue, wake_at=1, export_empty=True)
@@ -213,10 +245,10 @@ class AttributionSpanProcessor(SpanProcessor):
             self._problem("on_end_errors", "on_end failed; the span was not indexed", exc_info=True)
 
     def _keep(self, span: ReadableSpan) -> None:
-        inbox = self._inbox
-        if len(inbox) >= self._index_at:
-            self._inbox_filling(len(inbox))
-        inbox.append(span)
+        index = self._index
+        if len(index) == self._max_spans:  # the append below drops the oldest
+            self._evicted_by_thread[threading.get_ident()] += 1
+        index.append(span)
 
     def _step_span(self, span: ReadableSpan, gen_ai_operation: object) -> None:
         """Keep a model call made inside a memory operation, and each span between the two.
@@ -253,14 +285,6 @@ class AttributionSpanProcessor(SpanProcessor):
             self._count("step_parents_dropped")
         waiting[(trace_id, span_id)] = (owner, hops)
 
-    def _inbox_filling(self, waiting: int) -> None:
-        # The worker indexes in batches of a quarter of max_spans: a thread hand-off per span would
-        # cost the application more than the indexing. While it is busy, the inbox's maxlen drops
-        # the oldest, as the index would have (it keeps the newest max_spans): counted as such.
-        if waiting == self._max_spans:
-            self._count("evicted_size")
-        self._jobs.wake()
-
     def _submit(self, span: ReadableSpan) -> None:
         dropped = self._jobs.submit(span)
         if dropped is None:
@@ -274,51 +298,97 @@ class AttributionSpanProcessor(SpanProcessor):
 
     # -- worker thread ---------------------------------------------------------------------------
     def _export(self, batch: list[ReadableSpan]) -> None:
-        """The worker's export step: index the inbox (each job's span entered it before the job),
-        then attribute the batch on one graph."""
+        """The worker's export step: drop aged spans, then attribute the batch on one graph (each
+        job's span entered the index before the job was queued)."""
         try:
-            self._index_inbox()
+            self._drop_aged()
             if batch:
                 self._attribute_batch(batch)
         except Exception:  # the worker must outlive any bug, or flush and shutdown would hang
             self._problem("worker_errors", "attribution worker failed; its batch was lost", exc_info=True)
 
     def _attribute_batch(self, batch: list[ReadableSpan]) -> None:
+        if not self._within_budget(len(batch)):
+            return
+        started = time.thread_time()
         try:
             G, contexts = self._graph()
         except Exception:
             self._problem("graph_errors", "building the memory graph failed; %d failure(s) not attributed",
                           len(batch), exc_info=True)
             return
-        for evaluation in batch:
-            self._attribute(G, contexts, evaluation.get_span_context())
+        finally:
+            self._spent(started)
+        for done, evaluation in enumerate(batch):
+            if not self._within_budget(len(batch) - done):
+                return
+            started = time.thread_time()
+            try:
+                self._attribute(G, contexts, evaluation.get_span_context())
+            finally:
+                self._spent(started)
 
-    def _index_inbox(self) -> None:
-        """Move the inbox into the index; evict the oldest beyond the size and age limits."""
-        inbox, index = self._inbox, self._index
-        while inbox:  # the only consumer: it cannot empty under us
-            if len(index) == self._max_spans:
-                self._evicted_size += 1  # the index's maxlen drops the oldest
-            index.append(inbox.popleft())
-        cutoff = time.time_ns() - self._max_age_ns
-        while index and (index[0].end_time or 0) < cutoff:
-            index.popleft()
+    def _within_budget(self, jobs: int) -> bool:
+        """Whether the worker may spend CPU now; if not, ``jobs`` failures are skipped (counted)."""
+        if self._cpu_budget is None:
+            return True
+        now = time.monotonic()
+        self._cpu_left = min(_BURST_CPU_SECONDS,
+                             self._cpu_left + (now - self._cpu_refilled) * self._cpu_budget)
+        self._cpu_refilled = now
+        if self._cpu_left > 0:
+            return True
+        self._problem("jobs_skipped_budget", "attribution is over its CPU budget (cpu_budget=%g of a core): "
+                      "failures come faster than it pays for and are skipped (counted in "
+                      "stats()['jobs_skipped_budget'])", self._cpu_budget, amount=jobs)
+        return False
+
+    def _spent(self, started: float) -> None:
+        self._cpu_left -= time.thread_time() - started
+
+    def _drop_aged(self) -> None:
+        """Remove the spans older than max_age from the index (the application may append meanwhile)."""
+        index, cutoff = self._index, time.time_ns() - self._max_age_ns
+        while True:
+            try:
+                oldest = index[0]
+            except IndexError:
+                return
+            if (oldest.end_time or 0) >= cutoff:
+                return
+            try:
+                index.remove(oldest)  # found at once, at the left; gone already if the index was full
+            except ValueError:
+                continue
             self._evicted_age += 1
+
+    def _snapshot(self) -> list[ReadableSpan]:
+        # Copying is one C call; an append from another thread in the middle of it is retried.
+        while True:
+            try:
+                return list(self._index)
+            except RuntimeError:  # deque mutated during iteration
+                continue
 
     def _graph(self) -> tuple[nx.DiGraph, dict[tuple[str, str], SpanContext]]:
         """The graph of the indexed spans, and their span contexts."""
         # Converted once per span, not once per batch: the conversion costs as much as the build.
-        known = self._records
-        self._records = {span: known.get(span) or record_from_readable(span) for span in self._index}
+        spans, records = self._snapshot(), self._records
+        for span in spans:
+            if span not in records:
+                records[span] = record_from_readable(span)
+        held = [records[span] for span in spans]
         contexts = {(record.trace_id, record.span_id): span.get_span_context()
-                    for span, record in self._records.items()}
-        return build_graph(self._records.values(), content=self._content), contexts
+                    for span, record in zip(spans, held, strict=True)}
+        return build_graph(held, content=self._content), contexts
 
     def _attribute(self, G: nx.DiGraph, contexts: dict[tuple[str, str], SpanContext],
                    evaluation: SpanContext) -> None:
         node = operation_node_id(f"{evaluation.trace_id:032x}", f"{evaluation.span_id:016x}")
-        if node not in G:
-            self._count("jobs_evicted")  # only when the index is smaller than one question's spans
+        if node not in G:  # its span left the index before the worker got to it
+            self._problem("jobs_evicted", "a failed evaluation's span left the index (max_spans=%d, "
+                          "max_age_seconds=%g) before the worker attributed it; counted in "
+                          "stats()['jobs_evicted']", self._max_spans, self._max_age_ns / 1e9)
             return
         try:
             (verdict,) = attribute_failures(G, self._engine, evaluations=[node], warn=self._no_content)
@@ -350,10 +420,11 @@ class AttributionSpanProcessor(SpanProcessor):
         with self._counts_lock:
             self._counts[key] += amount
 
-    def _problem(self, key: str, message: str, *args: object, exc_info: bool = False) -> None:
+    def _problem(self, key: str, message: str, *args: object, exc_info: bool = False,
+                 amount: int = 1) -> None:
         """Count a problem and log it the first time only (a broken engine must not flood the log)."""
         with self._counts_lock:
-            self._counts[key] += 1
+            self._counts[key] += amount
             first = key not in self._warned
             self._warned.add(key)
         if first:
@@ -362,26 +433,29 @@ class AttributionSpanProcessor(SpanProcessor):
     def stats(self) -> dict[str, int]:
         """Counters: spans indexed and evicted, jobs queued, dropped and attributed, errors.
 
-        Spans are indexed by the worker, in batches: ``waiting`` ones are not yet
-        (:meth:`force_flush` indexes them). Keys: ``indexed``, ``waiting``,
+        ``indexed`` spans are held (``max_spans`` at most); ``waiting`` ones of them the worker has
+        not converted yet (it does when a failure needs a graph). Keys: ``indexed``, ``waiting``,
         ``evicted_size``, ``evicted_age``, ``jobs_queued``,
         ``jobs_dropped_queue_full``, ``jobs_dropped_shutdown``, ``jobs_evicted``,
         ``attributed``, ``unattributed``, ``annotation_spans``, ``on_end_errors``,
         ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors``,
         ``step_parents_dropped`` (spans between a model call and its operation no longer
         waited for: the call may lose its operation), ``jobs_unattributed_shutdown`` (queued
-        when :meth:`shutdown`'s deadline passed) (zero when nothing happened).
+        when :meth:`shutdown`'s deadline passed), ``jobs_skipped_budget`` (over the CPU
+        budget) (zero when nothing happened).
         """
         keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
-                "jobs_evicted", "attributed", "unattributed", "annotation_spans", "on_end_errors",
-                "graph_errors", "engine_errors", "write_errors", "worker_errors", "step_parents_dropped")
+                "jobs_evicted", "jobs_skipped_budget", "attributed", "unattributed", "annotation_spans",
+                "on_end_errors", "graph_errors", "engine_errors", "write_errors", "worker_errors",
+                "step_parents_dropped")
         # Plain reads of the worker's ints and deque lengths: atomic, at worst a moment old.
-        result = {"indexed": len(self._index), "waiting": len(self._inbox),
-                  "evicted_size": self._evicted_size, "evicted_age": self._evicted_age,
+        spans, records = self._snapshot(), self._records
+        result = {"indexed": len(spans), "waiting": sum(span not in records for span in spans),
+                  "evicted_size": sum(list(self._evicted_by_thread.values())),
+                  "evicted_age": self._evicted_age,
                   "jobs_unattributed_shutdown": self._jobs.unexported_at_shutdown}
         with self._counts_lock:
             result.update((key, self._counts[key]) for key in keys)
-            result["evicted_size"] += self._counts["evicted_size"]  # those that left the inbox
         return result
 
     # -- lifecycle -------------------------------------------------------------------------------
