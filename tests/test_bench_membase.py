@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from memtrace_otel.bench.membase.data import load
 from memtrace_otel.bench.memtracebench import labelled_cases, score_memtracebench
 from memtrace_otel.cli import main
 from memtrace_otel.spans.readers import read_span_files
+from memtrace_otel.spans.smartcomment import decode_value
 
 # What MemBase names the operation a fault of each type happens in, per system (op_name, category).
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -175,3 +177,63 @@ def test_the_importer_reads_membase_s_categories_and_kinds() -> None:
                   if graph.nodes[n].get("type") == "operation"}
     assert categories["evermemos.boundary_detection"] == "extraction"
     assert categories["memory_system.finalize_memory_unit"] == "ingest"
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _text(node: dict[str, Any]) -> str:
+    """A node's value as plain words, whether it is JSON (MemBase's encoding) or a ``repr``."""
+    try:
+        return _norm(json.dumps(json.loads(node["value"]), ensure_ascii=False))
+    except ValueError:
+        return _norm(decode_value(node["value"]))
+
+
+def test_each_label_is_right_in_the_graph_s_own_content(built: Path) -> None:
+    """Read off the written graph, not the generator: the labelled operation is where the evidence's words
+    were lost, or where a store that held them was not returned, or where a context that held them was
+    misread."""
+    for document in _graphs(built).values():
+        system, data = document["project_id"], document["data"]
+        conversation = load("30", membase.SYSTEMS[system].MAX_SESSIONS)
+        turns = {t.message_id: t for t in conversation.turns}
+        nodes = {n["full_node_id"]: n for n in data["nodes"]}
+        edges: dict[str, list[dict[str, Any]]] = {}
+        for edge in data["edges"]:
+            edges.setdefault(edge["op_id"], []).append(edge)
+        for note in data["annotations"]:
+            # what each evidence turn says in memory: Mem0 and EverMemOS keep the observations, the others
+            # the message itself; a fault is aimed at one of the turns, a misread context holds them all
+            said = [[_norm(f.text) for f in turns[e].facts] if system in ("Mem0", "EverMemOS")
+                    else [_norm(turns[e].text)] for e in note["source_evidence_ids"]]
+
+            def holds(node_id: str, words: list[str], nodes: dict[str, Any] = nodes) -> bool:
+                return any(w in _text(nodes[node_id]) for w in words)
+
+            mine = edges[note["final_op_id"]]
+            sources = {e["source_full_node_id"] for e in mine}
+            targets = {e["target_full_node_id"] for e in mine}
+            kind, case = note["final_error_type"], note["query_id"]
+            if kind == "ResponseError":
+                contexts = [c for c in sources if c.startswith("context:")]
+                assert all(any(holds(c, words) for c in contexts) for words in said), case
+            elif kind == "DeletionError":
+                deleted = [e["source_full_node_id"] for e in mine
+                           if e["target_full_node_id"].startswith("delete_marker:")]
+                assert any(holds(d, words) for d in deleted for words in said), case
+            elif kind == "UpdateError":  # a version that held it, and the next that does not
+                versions = [e for e in mine if e["source_full_node_id"].startswith("memory-unit")]
+                assert any(holds(e["source_full_node_id"], words)
+                           and not holds(e["target_full_node_id"], words)
+                           for e in versions for words in said), case
+            elif kind == "RetrievalError":  # a memory unit that held it, and not returned
+                returned = {nodes[t]["full_name"] for t in targets if t in nodes}
+                units = [i for i, n in nodes.items() if n["category"] == "memory_entry"]
+                assert any((held := {nodes[i]["full_name"] for i in units if holds(i, words)})
+                           and not held & returned for words in said), case
+            else:  # ExtractionError: what the operation wrote into memory does not hold it
+                written = [t for t in targets if t.startswith("extracted_facts:")
+                           or nodes[t]["category"] in ("memory_entry", "temporary_variable")]
+                assert written and any(not any(holds(t, words) for t in written) for words in said), case
