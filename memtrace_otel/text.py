@@ -399,8 +399,9 @@ def readable(text: str, *, resolve: bool = True) -> str:
             lines[-1] = f"[{_ISO_DATE.sub(_spoken_date, stamp.group(1))}] {lines[-1]}"
         else:
             lines.append(_ISO_DATE.sub(_spoken_date, line))
-    if when is not None and _ISO_DATE.search(when) and len(lines) == 1 and not lines[0].startswith("["):
-        lines[0] = f"[{_ISO_DATE.sub(_spoken_date, when)}] {lines[0]}"
+    if when is not None and _ISO_DATE.search(when):
+        stamp = f"[{_ISO_DATE.sub(_spoken_date, when)}] "
+        lines = [line if line.startswith("[") else stamp + line for line in lines]
     return "\n".join(_dated(line) for line in lines) if resolve else "\n".join(lines)
 
 

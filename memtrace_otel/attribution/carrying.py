@@ -92,6 +92,8 @@ class Carrying:
             return True
         if self.case.semantic is not None and self.info.text and self._paraphrases(variable):
             return True
+        if not index.is_stored(variable) and self._references_carrier(variable):
+            return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
         # so a truncated variable carries what its producer read.
         if truncated(index, variable):
@@ -127,6 +129,18 @@ class Carrying:
             return False
         vectors = embed([info.text, *pieces])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _references_carrier(self, variable: str) -> bool:
+        """Whether ``variable`` lists the id of a stored record that carries the information when it
+        was written (a retrieval passing on ids and scores carries what those records say)."""
+        index = self.case.index
+        when = index.produced_at(variable)
+        when = self.case.query_time if when < 0 else when
+        for name in index.referenced_units(variable):
+            state = index.state_at(name, when)
+            if state is not None and state != variable and self(state):
+                return True
+        return False
 
     def forward(self) -> tuple[list[str], list[str]]:
         if self._forward is None:

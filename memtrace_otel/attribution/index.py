@@ -20,6 +20,7 @@ computes the same value twice); the index is read-only otherwise.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -46,6 +47,8 @@ _NOT_STORED = frozenset({
 _INTERNAL = frozenset({VariableKind.PROMPT, VariableKind.RESPONSE})
 _STEP = str(Category.LLM_CALL.value)
 _DELETION_MARKER = "DELETED"
+_RECORD_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{12,}(?![0-9a-f])")
+"""A record id as stores write them (hex, uuid parts): what an id list and a unit's name share."""
 _SPECIFIC_MESSAGES = 3
 _STORE_SEARCH_STEPS = 3
 Postings = dict[str, set[str]]
@@ -92,6 +95,7 @@ class GraphIndex:
         self._has_content: bool | None = None
         self._marker_deletes: dict[str, list[tuple[int, str, str]]] | None = None
         self._scopes: dict[str, str] | None = None
+        self._unit_ids: dict[str, list[str]] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -190,8 +194,13 @@ class GraphIndex:
         return self.G.nodes[variable].get("kind") in _INTERNAL
 
     def written(self, op: str) -> list[str]:
-        """Outputs of ``op`` that are its effect: every output but prompts and raw model responses."""
-        return [v for v in self.outputs(op) if not self.internal(v)]
+        """Outputs of ``op`` that are its effect: every output but its own prompts and raw model responses.
+
+        A prompt or response another operation reads is a product, not internal
+        working: MemBase files the facts an extraction passes on as ``llm_response``.
+        """
+        return [v for v in self.outputs(op) if not self.internal(v) or any(
+            reader != op and not self.is_step(reader) for reader in self.readers(v))]
 
     def is_deletion_marker(self, variable: str) -> bool:
         """A ``DELETED`` marker: how MemBase's tracing records that an operation deleted a memory.
@@ -264,6 +273,30 @@ class GraphIndex:
         d = self.G.nodes[node]
         key = f"op {node}" if d.get("type") == "operation" else f"unit {d.get('name')}"
         return self._scopes.get(key)
+
+    def referenced_units(self, variable: str) -> list[str]:
+        """Names of the stored units whose record ids ``variable``'s content lists (sorted).
+
+        Retrievals often pass on ids and scores, not texts (``e3050ba3…-0.033,
+        6565…``): such a list stands for the records it names.
+        """
+        content = self.content(variable)
+        if not content:
+            return []
+        if self._unit_ids is None:
+            ids: dict[str, set[str]] = defaultdict(set)
+            for name in self._stored_names():
+                for token in _RECORD_ID.findall(name.rsplit("/", 1)[-1].lower()):
+                    ids[token].add(name)
+            self._unit_ids = {token: sorted(names) for token, names in ids.items()}
+        found = {name for token in _RECORD_ID.findall(content.lower())
+                 for name in self._unit_ids.get(token, ())}
+        own = self.G.nodes[variable].get("name")
+        return sorted(found - {own})
+
+    def _stored_names(self) -> list[str]:
+        return sorted({str(d.get("name")) for _, d in self.G.nodes(data=True)
+                       if d.get("type") == "variable" and d.get("kind") in STORED_KINDS})
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""

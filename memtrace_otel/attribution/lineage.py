@@ -59,6 +59,7 @@ __all__ = ["LineageEngine", "find_evidence"]
 _NOT_CONTEXT = frozenset({VariableKind.QUERY})
 _EXTRACTION_ROLES = {Category.EXTRACTION: 0, Category.INGEST: 1}
 _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL})
+_READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
 
 
@@ -111,7 +112,10 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
             carrier = next((v for v in alive if _same_store(index, op, v, retrievals)), None)
         if carrier is None:
             continue
-        outputs = [v for v in index.written(op) if v in case.answer_slice or v == case.answer]
+        # What a retrieval or rerank returned is all it wrote (graphs that link results by value
+        # may hand the answerer another op's copy of them); other ops by what reaches the answer.
+        outputs = [v for v in index.written(op)
+                   if v in case.answer_slice or v == case.answer or index.category(op) in _READ_OPS]
         kept = next((v for v in outputs if carries(v)), None)
         if kept is not None:
             reached = reached or kept
