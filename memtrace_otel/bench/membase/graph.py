@@ -92,6 +92,7 @@ class Graph:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)
     _latest: dict[str, Var] = field(default_factory=dict)
+    _by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
     _counter: int = 0
     _clock_ms: int = 0
     _session: str = "__none__"
@@ -163,11 +164,12 @@ class Graph:
                   category: str, comment: str | None) -> Var:
         node_id = f"{identity}@{version}"
         full_node_id = f"{full_name}@{version}"
-        self.nodes.append({**self._common(), "name": identity, "version": version, "value": value,
-                           "comment": comment, "category": category, "class_name": class_name,
-                           "session_id": self._session, "metadata": {},
-                           "trigger_point": f"{self._filename}:0", "full_name": full_name,
-                           "node_id": node_id, "full_node_id": full_node_id})
+        node = {**self._common(), "name": identity, "version": version, "value": value, "comment": comment,
+                "category": category, "class_name": class_name, "session_id": self._session, "metadata": {},
+                "trigger_point": f"{self._filename}:0", "full_name": full_name, "node_id": node_id,
+                "full_node_id": full_node_id}
+        self.nodes.append(node)
+        self._by_id[full_node_id] = node
         var = Var(full_node_id, full_name, version, value)
         self._latest[full_name] = var
         return var
@@ -180,11 +182,10 @@ class Graph:
                op_name: str | None = None, comment: str | None = None) -> Var:
         """``comment_mutation``: ``before@v -> @v+1`` and each input -> ``@v+1``, in the scope's
         operation (``reuse_op=True``) or in a new operation named ``op_name``."""
-        node = next(n for n in reversed(self.nodes) if n["full_node_id"] == before.full_node_id)
+        node = self._by_id[before.full_node_id]
         after = self._add_node(before.full_name, node["name"], node["class_name"], before.version + 1, value,
                                node["category"], node["comment"])
-        own = op_name is not None
-        op = self._open(op_name, mutation_category, comment) if own else self._scope
+        op = self._open(op_name, mutation_category, comment) if op_name is not None else self._scope
         assert op is not None, "a mutation with reuse_op needs an operation scope"
         self._edge(op, before, after, mutation_category, comment or "Version lineage.")
         for source in inputs:

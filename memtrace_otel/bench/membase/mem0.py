@@ -249,7 +249,7 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
     outcome = Outcome()
     store = _Store()
     graph.where(_MAIN)
-    sessions = {}
+    sessions: dict[int, str] = {}
     for turn in conversation.turns:
         if turn.session not in sessions:
             sessions[turn.session] = graph.session(
