@@ -271,8 +271,9 @@ class _Layer:
         event_prompt = graph.variable(repr(event_prompt_text), identity=content_identity(event_prompt_text),
                                       category="prompt", class_name="event_extraction_prompt")
         graph.op([unit_var, event_template], [event_prompt])
-        event_log = {"time": date, "atomic_fact": [t for t, _ in facts] or [f"{speakers} talked."]}
-        raw = json.dumps({"event_log": event_log}, ensure_ascii=False)
+        atomic = [t for t, _ in facts] or [f"{speakers} talked."]
+        raw = json.dumps({"event_log": {"time": date, "atomic_fact": atomic}}, ensure_ascii=False)
+        event_log = {"atomic_fact": atomic}  # the snapshot keeps the facts only (event_log_extractor.py)
         raw_var = graph.variable(repr(raw), identity=content_identity(raw), category="llm_response",
                                  class_name="raw_event_log_extraction_response")
         graph.link(event_prompt, raw_var)
