@@ -156,6 +156,8 @@ class Information:
     source: str = "gold"
     text: str = ""
     """The evidence sentence stating the fact, without its header: what a paraphrase is compared with."""
+    whole: bool = False
+    """The fact is the whole message (no sentence singled out): a text may hold it across its lines."""
     # Totals of the weights, summed once: the presence test asks for shares millions of times.
     gold_total: float = field(init=False, repr=False, compare=False, default=0.0)
     sentence_total: float = field(init=False, repr=False, compare=False, default=0.0)
@@ -205,6 +207,8 @@ class Information:
             return False
         if not self.sentence:
             return True
+        if self.whole:
+            lines = [*lines, tokens]
         # The gold must sit in the line that states the fact: a unit holding "guitar" in one
         # line and a similar sentence about drums in another does not carry "played guitar".
         for line in lines:
@@ -245,6 +249,7 @@ def critical_information(
     gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
     weigh = idf or (lambda _t: 1.0)
     line = _critical_sentence(evidence, gold_part, asked, weigh)
+    whole = line == evidence and len(split_lines(evidence)) + len(sentences(evidence)) > 2
     stated = tokenize(line)
     sentence = {t: weigh(t) for t in stated}
     # The fact is what its sentence states: gold words elsewhere in the message (a "video game"
@@ -261,6 +266,7 @@ def critical_information(
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
         source="gold" if gold_part else "evidence",
         text=split_header(line)[1].strip(),
+        whole=whole,
     )
 
 
