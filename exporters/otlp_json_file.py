@@ -14,6 +14,13 @@ line (or, for ``.gz``, a whole gzip member, so a killed writer's file reads
 up to its last batch); a write that fails halfway is cut back off the file
 before anything else is written; a file deleted under the writer is noticed
 and recreated.
+
+One writer per file: the exporter holds an exclusive ``flock`` on the file while
+it has it open, and a second exporter (in this process or another) is refused
+with :class:`SpanFileInUse`. Two writers would cut each other's batches when
+taking back a failed write. Holding the lock, the writer repairs what a killed
+one left on open: a torn last line, or a torn last gzip member, is cut off (and
+logged), so the file reads whole again (readers also skip a torn member).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import logging
 import math
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -36,18 +44,30 @@ try:
     from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans as _upstream_encode
 except ImportError:  # pragma: no cover - the package is optional; the fallback writes the same shape
     _upstream_encode = None  # type: ignore[assignment]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock, one writer per file is the user's to keep
+    fcntl = None  # type: ignore[assignment]
 try:  # several times faster than json.dumps on these documents
     from orjson import dumps as _orjson_dumps
 except ImportError:  # pragma: no cover
     _orjson_dumps = None  # type: ignore[assignment]
 
-__all__ = ["OTLPJsonLinesSpanExporter", "encode_any_value", "encode_readable_spans", "encode_traces_data"]
+__all__ = ["OTLPJsonLinesSpanExporter", "SpanFileInUse", "encode_any_value", "encode_readable_spans",
+           "encode_traces_data"]
 
 _logger = logging.getLogger(__name__)
 _KIND_NUMBER = {kind: number for number, kind in enumerate(SPAN_KINDS)}
 _STATUS_NUMBER = {code: number for number, code in enumerate(STATUS_CODES)}
 _SPECIAL_DOUBLES = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _GZIP_LEVEL = 6  # level 9 costs twice the time for a few percent
+_MEMBER_START = b"\x1f\x8b\x08"  # gzip magic and deflate
+_TAIL_WINDOW = 16 << 20  # how far back from the end a torn gzip member is looked for
+_BLOCK = 1 << 16
+
+
+class SpanFileInUse(RuntimeError):
+    """Another writer (an exporter in this or another process) has the span file open."""
 
 
 def encode_any_value(value: Any) -> dict[str, Any]:
@@ -165,12 +185,45 @@ class _AppendFile:
         if directory:
             os.makedirs(directory, exist_ok=True)
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        info = os.fstat(self.fd)
-        self.identity = (info.st_dev, info.st_ino)
-        self.partial_at: int | None = None  # where a failed write began, until it is taken back
-        # A line left unfinished by an earlier writer must not swallow our first one.
-        unfinished = not compressed and info.st_size and os.pread(self.fd, 1, info.st_size - 1) != b"\n"
+        try:
+            self._lock()
+            info = os.fstat(self.fd)
+            self.identity = (info.st_dev, info.st_ino)
+            self.partial_at: int | None = None  # where a failed write began, until it is taken back
+            size = self._repair(info.st_size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        # A line left unfinished by an earlier writer (one the repair could not cut) must not swallow ours.
+        unfinished = not compressed and size and os.pread(self.fd, 1, size - 1) != b"\n"
         self.separator = b"\n" if unfinished else b""
+
+    def _lock(self) -> None:
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SpanFileInUse(f"{self.path} is being written by another exporter (in this process or "
+                                "another); two writers on one file would cut each other's batches. Give "
+                                "each writer a file of its own") from None
+
+    def _repair(self, size: int) -> int:
+        """Cut off what a killed writer left half-written at the end; the file's size after."""
+        if not size:
+            return size
+        keep = _whole_gzip_end(self.fd, size) if self.compressed else _whole_lines_end(self.fd, size)
+        if keep is None or keep == size:
+            return size
+        try:
+            os.ftruncate(self.fd, keep)
+        except OSError as error:
+            _logger.warning("OTLPJsonLinesSpanExporter: %s ends with %d torn byte(s) that cannot be cut "
+                            "off: %s", self.path, size - keep, error)
+            return size
+        _logger.warning("OTLPJsonLinesSpanExporter: cut %d torn byte(s) off the end of %s (a writer "
+                        "stopped mid-batch)", size - keep, self.path)
+        return keep
 
     def write(self, data: bytes) -> None:
         """Append ``data`` whole, or leave the file as it was and raise :class:`OSError`."""
@@ -236,11 +289,74 @@ class _AppendFile:
         os.close(self.fd)
 
 
+def _whole_lines_end(fd: int, size: int) -> int:
+    """Where the last complete line of a plain file ends (0 when it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - _BLOCK)
+        block = os.pread(fd, end - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _whole_gzip_end(fd: int, size: int) -> int | None:
+    """Where the last whole gzip member of a file ends; ``None`` when that cannot be told for sure.
+
+    Member headers are looked for backwards from the end (within the last 16 MiB). One that
+    decodes to the end of the file is whole: nothing is torn. One that runs out of input
+    before its end is a torn member's start, if a whole member ends right before it (or the
+    file begins there): "1f 8b 08" may also occur inside compressed data, and a false start
+    near the end would otherwise cut a whole member. A whole member followed by bytes that
+    begin no member (one torn inside its header) ends the whole part.
+    """
+    start = max(0, size - _TAIL_WINDOW)
+    tail = os.pread(fd, size - start, start)
+    at, torn_at = len(tail), None
+    while True:
+        at = tail.rfind(_MEMBER_START, 0, at)
+        if at < 0:
+            return start if torn_at == 0 and start == 0 else None
+        end = _member_end(tail, at)
+        if end is False:
+            continue  # not a member's start: bytes inside another member's data
+        if end is None:  # runs to the end of the file unfinished
+            torn_at = at
+            if at == 0 and start == 0:
+                return 0
+            continue
+        if end == len(tail):
+            return None  # the file ends with a whole member
+        if torn_at is None or end >= torn_at:
+            return start + end  # a whole member, then torn bytes (a false start among them if any)
+        return None  # something between the whole member and the torn one: leave it alone
+
+
+def _member_end(data: bytes, at: int) -> int | bool | None:
+    """Where the gzip member starting at ``data[at]`` ends; ``None`` if the data ends first,
+    ``False`` if it is not a valid member."""
+    decoder = zlib.decompressobj(31)
+    rest = data[at:]
+    try:
+        while rest and not decoder.eof:
+            decoder.decompress(rest, _BLOCK)  # the text is not needed, only where the member ends
+            rest = decoder.unconsumed_tail
+    except zlib.error:
+        return False
+    if not decoder.eof:
+        return None
+    return len(data) - len(decoder.unused_data)
+
+
 class OTLPJsonLinesSpanExporter(SpanExporter):
     """Appends each batch of spans as one OTLP/JSON line to ``path`` (a gzip member when it ends in ``.gz``).
 
-    A failed batch is ``FAILURE`` and leaves nothing behind; the exporter never
-    raises. One writer per file: a failed write is cut back off the file's end.
+    A failed batch is ``FAILURE`` and leaves nothing behind; export never raises.
+    One writer per file: a failed write is cut back off the file's end, so a second
+    exporter on the same file raises :class:`SpanFileInUse` from the constructor (or,
+    when the file is recreated under it, fails its batches with a logged reason).
 
     Thread-safe: one lock serialises writes (encoding happens outside it).
     ``force_flush`` waits for a running write and syncs the file to disk;
@@ -258,14 +374,20 @@ class OTLPJsonLinesSpanExporter(SpanExporter):
         self._failing = ""  # the reason of the last failure logged, so a failing disk logs once
         self._file: _AppendFile | None = None
         with self._lock:
-            self._reopen()
+            self._reopen(first=True)
 
     def _open_file(self, path: str) -> _AppendFile:
         return _AppendFile(path, compressed=self._compress)
 
-    def _reopen(self) -> bool:
+    def _reopen(self, *, first: bool = False) -> bool:
         try:
             self._file = self._open_file(self._path)
+        except SpanFileInUse as error:
+            self._file = None
+            if first:
+                raise
+            self._fail("in use", str(error))
+            return False
         except OSError as error:
             self._file = None
             self._fail("open", f"cannot open {self._path}: {error}")

@@ -8,6 +8,7 @@ be truncated" needs a small hand-written fake.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
+from memtrace_otel.exporters import OTLPJsonLinesSpanExporter, SpanFileInUse, encode_readable_spans
 from memtrace_otel.exporters.otlp_json_file import _AppendFile
 from memtrace_otel.spans import read_span_files
 
@@ -174,14 +175,113 @@ def test_a_rotated_file_keeps_its_batches_and_a_new_file_takes_the_next(tmp_path
     assert _batches_read(path) == ({"third": 5}, [])
 
 
-def test_an_unfinished_line_left_by_another_writer_does_not_swallow_ours(tmp_path: Path) -> None:
+def test_an_unfinished_line_left_by_another_writer_does_not_swallow_ours(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "spans.jsonl"
     path.write_bytes(b'{"resourceSpans": [')  # a writer died mid-line
-    exporter = OTLPJsonLinesSpanExporter(path)
+    with caplog.at_level(logging.WARNING):
+        exporter = OTLPJsonLinesSpanExporter(path)
     assert exporter.export(_batch("first")) is SpanExportResult.SUCCESS
     exporter.shutdown()
+    assert _batches_read(path) == ({"first": 5}, [])  # the torn line was cut off on open, and said so
+    assert [r.getMessage() for r in caplog.records] == [
+        f"OTLPJsonLinesSpanExporter: cut 19 torn byte(s) off the end of {path} (a writer stopped mid-batch)"]
+
+
+def _members(*tags: str) -> bytes:
+    """Whole batches as the exporter frames them for a ``.gz`` file: one gzip member each."""
+    return b"".join(gzip.compress(encode_readable_spans(_batch(tag)) + b"\n", mtime=0) for tag in tags)
+
+
+def _torn(whole: bytes) -> bytes:
+    return whole[: len(whole) // 2]  # what a writer stopped halfway through a write leaves
+
+
+def test_the_reader_resynchronises_past_a_torn_gzip_member(tmp_path: Path) -> None:
+    """A killed writer's torn member, then what a restarted writer appended: all of that is read."""
+    path = tmp_path / "spans.jsonl.gz"
+    path.write_bytes(_members("a", "b") + _torn(_members("torn")) + _members("c", "d"))
     counts, problems = _batches_read(path)
-    assert counts == {"first": 5} and len(problems) == 1 and f"{path}:1" in problems[0]
+    assert counts == {"a": 5, "b": 5, "c": 5, "d": 5}
+    assert any("1 torn gzip member(s) skipped" in p for p in problems), problems
+
+
+def test_the_reader_resynchronises_past_a_member_torn_in_its_header(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl.gz"
+    path.write_bytes(_members("a") + _members("torn")[:5] + _members("c"))
+    assert _batches_read(path)[0] == {"a": 5, "c": 5}
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 11, 100, -9, -1])
+def test_the_writer_cuts_a_torn_gzip_member_on_open(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / "spans.jsonl.gz"
+    torn = _members("torn")
+    path.write_bytes(_members("a", "b") + torn[:cut])
+    exporter = OTLPJsonLinesSpanExporter(path)
+    assert exporter.export(_batch("c")) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert _batches_read(path) == ({"a": 5, "b": 5, "c": 5}, [])  # nothing torn left to skip
+
+
+def test_the_writer_leaves_a_whole_gzip_file_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl.gz"
+    whole = _members("a", "b")
+    path.write_bytes(whole)
+    OTLPJsonLinesSpanExporter(path).shutdown()
+    assert path.read_bytes() == whole
+
+
+def test_a_torn_member_alone_is_cut_to_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl.gz"
+    path.write_bytes(_torn(_members("torn")))
+    exporter = OTLPJsonLinesSpanExporter(path)
+    assert exporter.export(_batch("a")) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert _batches_read(path) == ({"a": 5}, [])
+
+
+@pytest.mark.parametrize("name", _SUFFIXES)
+def test_a_second_writer_on_one_file_is_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    first = OTLPJsonLinesSpanExporter(path)
+    with pytest.raises(SpanFileInUse, match="another exporter"):
+        OTLPJsonLinesSpanExporter(path)
+    assert first.export(_batch("a")) is SpanExportResult.SUCCESS
+    first.shutdown()
+    second = OTLPJsonLinesSpanExporter(path)  # the file is free again
+    assert second.export(_batch("b")) is SpanExportResult.SUCCESS
+    second.shutdown()
+    assert _batches_read(path) == ({"a": 5, "b": 5}, [])
+
+
+_HOLDING_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from test_exporter_durability import _batch
+    from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
+    exporter = OTLPJsonLinesSpanExporter(sys.argv[1])
+    assert exporter.export(_batch("child")).name == "SUCCESS"
+    print("holding", flush=True)
+    sys.stdin.readline()
+    exporter.shutdown()
+""")
+
+
+def test_a_writer_in_another_process_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    child = subprocess.Popen([sys.executable, "-c", _HOLDING_CHILD, str(path), str(Path(__file__).parent)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "holding\n"
+        with pytest.raises(SpanFileInUse):
+            OTLPJsonLinesSpanExporter(path)
+    finally:
+        child.communicate("\n", timeout=30)
+    assert child.returncode == 0
+    parent = OTLPJsonLinesSpanExporter(path)  # the child let go of it
+    assert parent.export(_batch("parent")) is SpanExportResult.SUCCESS
+    parent.shutdown()
+    assert _batches_read(path) == ({"child": 5, "parent": 5}, [])
 
 
 _KILLED_CHILD = textwrap.dedent("""

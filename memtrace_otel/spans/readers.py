@@ -199,6 +199,9 @@ class _FileReader:
             problems.append(Problem(self.name, f"input is truncated or unreadable after "
                                                f"{stream.bytes_read:,} bytes ({stream.error}); what came "
                                                "before was read"))
+        if stream.torn_members:
+            problems.append(Problem(self.name, f"{stream.torn_members} torn gzip member(s) skipped (a writer "
+                                               "killed mid-batch); the members after each were read"))
         if stream.over_ceiling:
             problems.append(Problem(self.name, f"only the first {stream.max_bytes:,} bytes were read "
                                                f"(ceiling {ENV_MAX_INPUT_BYTES}); the rest skipped"))

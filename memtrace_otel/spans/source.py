@@ -7,11 +7,16 @@ decompressed bytes, and keeps everything decoded before a truncation (a
 writer killed mid-file, a ``.gz`` without its trailer) rather than failing
 the whole input. Blank runs are skipped at C speed: a ``.gz`` of newlines
 costs what decompressing it costs.
+
+A gzip input is read member by member (the exporter writes one member per
+batch). A member torn by a killed writer is followed by the members a
+restarted writer appended: decoding resynchronises at the next member header
+after the torn one's start, so those are read too (``gzip.GzipFile`` runs the
+next member's bytes into the torn one's stream and stops there).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 import zlib
@@ -22,6 +27,11 @@ __all__ = ["CHUNK_BYTES", "InputStream", "iter_lines"]
 
 CHUNK_BYTES = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+_MEMBER_START = b"\x1f\x8b\x08"  # magic and deflate, the only method gzip defines
+_GZIP_WBITS = 31  # zlib: one gzip member, header and trailer (CRC, size) checked
+# Compressed bytes of the current member kept for a resync: a member torn further back than
+# this is searched for the next header from this far back only.
+_RESYNC_WINDOW = 8 << 20
 _BLANK = re.compile(rb"[ \t\r\n]*").match  # JSON whitespace
 _JSON_START = frozenset(b"{[")
 
@@ -30,22 +40,25 @@ class InputStream:
     """Chunks of one input's (decompressed) bytes, at most ``max_bytes`` of them.
 
     After :meth:`chunks` is exhausted, ``error`` says why reading stopped early
-    (a truncated or corrupt stream) and ``over_ceiling`` whether bytes were left
-    unread at the ceiling. Not thread-safe: one reader per input.
+    (a truncated or corrupt stream), ``over_ceiling`` whether bytes were left
+    unread at the ceiling, and ``torn_members`` how many corrupt gzip members
+    were skipped (reading went on at the next member; each yields a ``\n``
+    first, so a torn line ends there). Not thread-safe: one reader per input.
     """
 
     def __init__(self, raw: BinaryIO, max_bytes: int) -> None:
         # peek() without consuming: a raw file object gets a buffer around it first.
         buffered: Any = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[type-var]
         self.compressed = buffered.peek(2)[:2] == _GZIP_MAGIC
-        self._stream: Any = gzip.GzipFile(fileobj=buffered, mode="rb") if self.compressed else buffered
+        self._stream: Any = buffered
         self.max_bytes = max_bytes
         self.bytes_read = 0
         self.over_ceiling = False
         self.error = ""
+        self.torn_members = 0
 
     def chunks(self) -> Iterator[bytes]:
-        read1 = self._stream.read1
+        read1 = _Members(self._stream.read1, self).read1 if self.compressed else self._stream.read1
         while True:
             room = self.max_bytes - self.bytes_read
             try:
@@ -107,3 +120,79 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes | None]]:
             pos = newline + 1
     if pending:
         yield start, b"".join(pending)
+
+
+class _Members:
+    """``read1`` over the decompressed bytes of consecutive gzip members, past torn ones."""
+
+    def __init__(self, read_raw: Any, stream: InputStream) -> None:
+        self._read_raw = read_raw
+        self._stream = stream
+        self._buffer = b""  # compressed bytes not yet given to the decompressor (or searched)
+        self._member = bytearray()  # compressed bytes the current member consumed (window)
+        self._decoder: Any = zlib.decompressobj(_GZIP_WBITS)  # None while searching for a header
+        self._ended = False  # no more compressed input
+
+    def _fill(self) -> bool:
+        if self._ended:
+            return False
+        more = self._read_raw(CHUNK_BYTES)
+        if not more:
+            self._ended = True
+            return False
+        self._buffer += more
+        return True
+
+    def read1(self, size: int) -> bytes:
+        while True:
+            if self._decoder is None and not self._search():
+                return b""
+            if not self._buffer and size > 0:  # output held back by an earlier size limit
+                try:
+                    out = self._decoder.decompress(b"", size)
+                except zlib.error:
+                    return self._torn()
+                if out:
+                    return out
+            if not self._buffer and not self._fill():
+                if self._member:  # input ended inside a member: a writer stopped mid-batch
+                    self._member.clear()
+                    raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                return b""
+            decoder, fed = self._decoder, self._buffer
+            try:
+                out = decoder.decompress(fed, size) if size > 0 else b""
+            except zlib.error:
+                return self._torn()
+            rest = decoder.unused_data if decoder.eof else decoder.unconsumed_tail
+            self._member += fed[:len(fed) - len(rest)]
+            if len(self._member) > _RESYNC_WINDOW:
+                del self._member[:len(self._member) - _RESYNC_WINDOW]
+            self._buffer = rest
+            if decoder.eof:  # the next member starts here (padding before it is skipped by the search)
+                self._decoder = None
+                self._member = bytearray()
+            if out or size <= 0:
+                return out
+
+    def _torn(self) -> bytes:
+        """A corrupt member: search again from just after its start; end the torn line."""
+        self._stream.torn_members += 1
+        # The member's bytes: those it consumed, then those it failed on (still in the buffer).
+        self._buffer = (bytes(self._member) + self._buffer)[1:]
+        self._member = bytearray()
+        self._decoder = None
+        return b"\n"
+
+    def _search(self) -> bool:
+        """Find the next member header in the input; False at the end of the input."""
+        while True:
+            at = self._buffer.find(_MEMBER_START)
+            if at >= 0:
+                self._buffer = self._buffer[at:]
+                self._decoder = zlib.decompressobj(_GZIP_WBITS)
+                return True
+            self._buffer = self._buffer[-(len(_MEMBER_START) - 1):]  # a header split across reads
+            if not self._fill():
+                self._buffer = b""
+                return False
