@@ -138,6 +138,10 @@ def main() -> None:
     parser.add_argument("--memory-limit", type=int, default=256, help="MiB, passed to memtrace serve")
     parser.add_argument("--settle", type=float, default=2.0)
     parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--pool", type=int, default=200,
+                        help="distinct pre-encoded requests sent round-robin; a trace id comes back once "
+                             "per round, so with more requests than the settle time takes, each round's "
+                             "traces have settled (and failed ones are attributed again) before it repeats")
     parser.add_argument("--data-dir", default=None,
                         help="serve's write-ahead store (default: a fresh temporary directory)")
     args = parser.parse_args()
@@ -151,7 +155,7 @@ def main() -> None:
          "--settle", str(args.settle), "--memory-limit", str(args.memory_limit), "--data-dir", data_dir],
         stderr=log_file, stdout=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "250"})
     os.sched_setaffinity(0, {1})
-    requests = [item for seed in range(4) for item in _requests(50, seed)]
+    requests = [item for seed in range(4) for item in _requests(max(1, args.pool // 4), seed)]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -162,6 +162,28 @@ class DurableStore:
         """:meth:`append` for spans handed over in-process (pickled: read back by this code only)."""
         self.append(KIND_PICKLE, pickle.dumps(list(spans), protocol=pickle.HIGHEST_PROTOCOL), traces)
 
+    def request_ids_of(self, trace_id: str) -> list[int]:
+        """The requests holding spans of ``trace_id``, oldest first."""
+        with self._lock:
+            return [row[0] for row in self._db.execute(
+                "SELECT DISTINCT request_id FROM traces WHERE trace_id = ? ORDER BY request_id", (trace_id,))]
+
+    def request(self, request_id: int) -> tuple[int, bytes, list[str]] | None:
+        """``(kind, body, failed traces in it)`` of a stored request; ``None`` when it is gone."""
+        with self._lock:
+            row = self._db.execute("SELECT kind, body FROM requests WHERE id = ?", (request_id,)).fetchone()
+            if row is None:
+                return None
+            failed = [r[0] for r in self._db.execute(
+                "SELECT DISTINCT trace_id FROM traces WHERE request_id = ? AND failed = 1 ORDER BY trace_id",
+                (request_id,))]
+        return int(row[0]), bytes(row[1]), failed
+
+    def request_size(self, request_id: int) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT LENGTH(body) FROM requests WHERE id = ?", (request_id,)).fetchone()
+        return int(row[0]) if row else 0
+
     def requests_of(self, trace_id: str) -> list[tuple[int, bytes]]:
         """``(kind, body)`` of each request holding spans of ``trace_id``, oldest first."""
         with self._lock:

@@ -116,15 +116,25 @@ def _span(span: Any, resource: dict[str, Any], service: str, scope: Any, where: 
 
 
 def records_from_request(request: ExportTraceServiceRequest, where: str,
-                         problems: list[Problem]) -> list[SpanRecord]:
-    """Every well-formed span of ``request``; each malformed one is one :class:`Problem`."""
+                         problems: list[Problem], *, trace_ids: set[str] | None = None) -> list[SpanRecord]:
+    """Every well-formed span of ``request``; each malformed one is one :class:`Problem`.
+
+    With ``trace_ids``, only the spans of those traces are decoded (``serve`` reading a stored
+    request back for its failed traces).
+    """
     records: list[SpanRecord] = []
+    wanted = {bytes.fromhex(trace_id) for trace_id in trace_ids} if trace_ids is not None else None
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
-        service = resource.get("service.name")
-        service = service if isinstance(service, str) else ""
+        resource: dict[str, Any] | None = None
+        service = ""
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                if wanted is not None and span.trace_id not in wanted:
+                    continue
+                if resource is None:
+                    resource = _attributes(resource_spans.resource.attributes)
+                    named = resource.get("service.name")
+                    service = named if isinstance(named, str) else ""
                 try:
                     records.append(_span(span, resource, service, scope_spans.scope, where, problems))
                 except _BadSpan as error:

@@ -18,7 +18,7 @@ from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.budget import Budget
 from memtrace_otel.collector.durable import DurableStore
 from memtrace_otel.collector.export import Sender, SpanExporterSender, otlp_sender
-from memtrace_otel.collector.memory import Admission, MemoryGuard
+from memtrace_otel.collector.memory import Admission, MemoryGuard, bound_allocator
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.content.resolve import ContentResolver
@@ -73,11 +73,8 @@ class MemtraceServer:
     def __init__(self, config: ServeConfig, service: AttributionService) -> None:
         self.config = config
         self.service = service
-        self.memory = MemoryGuard(config.memory_limit_mib * _MIB)
-        # Bytes in flight: what decoding may hold at once, a sixteenth of the memory limit in wire
-        # bytes (attribute-dense spans take ~16x their wire size while decoded), one request always.
-        self.admission = Admission(self.memory, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
-                                   max_requests=_RECEIVER_WORKERS)
+        self.memory = service.memory_guard or MemoryGuard(config.memory_limit_mib * _MIB)
+        self.admission = service.admission
         self.receivers: list[object] = []
 
     def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
@@ -121,15 +118,23 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None 
     config.validate()
     assembler = TraceAssembler(settle_seconds=config.settle_seconds)
     sender = exporter or otlp_exporter(config.backend_otlp, config.backend_protocol)
-    store = DurableStore(config.data_dir, max_bytes=config.data_limit_mib * _MIB)
     budget = Budget(max_traces=config.failure_max_traces, max_searches=config.failure_max_searches,
                     seconds=config.failure_seconds, rate=config.backend_rate)
+    bound_allocator()
+    guard = MemoryGuard(config.memory_limit_mib * _MIB)
+    # Bytes being decoded at once (receivers and workers reading back), in wire bytes: a parsed
+    # request takes ~4.3x its wire size besides its body and the store's copy, about 6.3x in all
+    # (benchmarks/serve_flood.py's attribute-dense requests), so a sixteenth of the limit keeps
+    # decoding under half of it; one request is always admitted.
+    admission = Admission(guard, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
+                          max_requests=_RECEIVER_WORKERS)
+    store = DurableStore(config.data_dir, max_bytes=config.data_limit_mib * _MIB)
     try:
         service = AttributionService(sender, backend=_backend(config), assembler=assembler,
                                      engine=config.engine, content_by_hash=_content_by_hash(config),
                                      store_lookback=config.store_lookback,
                                      store=store, workers=config.workers, budget=budget,
-                                     redo_seconds=config.redo_seconds)
+                                     redo_seconds=config.redo_seconds, admission=admission)
     except BaseException:
         store.close()
         raise

@@ -59,6 +59,7 @@ from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, tr
 from memtrace_otel.collector.budget import Budget, BudgetedBackend, RateLimiter, budgeted
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBUF, DurableStore, Redo, now
 from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender, encode_spans
+from memtrace_otel.collector.memory import Admission
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
@@ -115,8 +116,9 @@ class _Job:
     redo: Redo | None = None
 
 
-def _decode_stored(kind: int, body: bytes, trace_id: str) -> list[SpanRecord]:
-    """The spans of ``trace_id`` in one stored request (decoded as the receiver did)."""
+def _decode_stored(kind: int, body: bytes, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+    """The spans of each of ``trace_ids`` in one stored request (decoded as the receiver did)."""
+    found: dict[str, list[SpanRecord]] = {trace_id: [] for trace_id in trace_ids}
     if kind == KIND_PICKLE:
         records: list[SpanRecord] = pickle.loads(body)  # written by this code (DurableStore.append_records)
     elif kind == KIND_JSON:
@@ -128,8 +130,66 @@ def _decode_stored(kind: int, body: bytes, trace_id: str) -> list[SpanRecord]:
     else:
         from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
 
-        records = records_from_request(decode_request(body), "stored request", [])
-    return [span for span in records if span.trace_id == trace_id]
+        records = records_from_request(decode_request(body), "stored request", [], trace_ids=set(trace_ids))
+    for span in records:
+        if span.trace_id in found:
+            found[span.trace_id].append(span)
+    return found
+
+
+class _ReadBack:
+    """The spans of failed traces read back from the store, a request at a time.
+
+    A stored request holds many traces, often several failed ones: it is decoded once, for every
+    failed trace in it, and their spans kept (few: failures are rare) until their jobs take them,
+    so a large request is not parsed again per failure. Reading one back takes its size from the
+    receivers' admission (waiting for it), so decoding on the workers is bounded with theirs.
+    """
+
+    _MAX_KEPT = 20_000
+
+    def __init__(self, store: DurableStore, admission: Admission | None) -> None:
+        self._store = store
+        self._admission = admission
+        self._kept: dict[tuple[int, str], list[SpanRecord]] = {}
+        self._lock = threading.Lock()
+
+    def spans_of(self, trace_id: str) -> list[SpanRecord]:
+        spans: list[SpanRecord] = []
+        for request_id in self._store.request_ids_of(trace_id):
+            with self._lock:
+                kept = self._kept.pop((request_id, trace_id), None)
+            if kept is None:
+                kept = self._decode(request_id, trace_id)
+            spans.extend(kept)
+        return spans
+
+    def _decode(self, request_id: int, trace_id: str) -> list[SpanRecord]:
+        size = self._store.request_size(request_id)
+        if self._admission is not None:
+            self._admission.wait(size)
+        try:
+            stored = self._store.request(request_id)
+            if stored is None:
+                return []
+            kind, body, failed = stored
+            found = _decode_stored(kind, body, sorted({trace_id, *failed}))
+            del body
+        finally:
+            if self._admission is not None:
+                self._admission.give(size)
+        mine = found.pop(trace_id, [])
+        with self._lock:
+            for other, spans in found.items():
+                if len(self._kept) < self._MAX_KEPT:
+                    self._kept[(request_id, other)] = spans
+        return mine
+
+    def forget(self, trace_id: str) -> None:
+        """Drop what is kept for ``trace_id`` (its job is done or dropped)."""
+        with self._lock:
+            for key in [key for key in self._kept if key[1] == trace_id]:
+                del self._kept[key]
 
 
 class AttributionService:
@@ -150,6 +210,10 @@ class AttributionService:
         Attribution engine name.
     max_jobs:
         Failed traces waiting for attribution at most; more are dropped and counted.
+    max_backlog:
+        Failed traces waiting for a worker at which new spans are refused (retryable): the senders'
+        queues hold them until attribution catches up, so the backlog, and the delay from a
+        failure to its verdict, stay bounded and nothing reaches ``max_jobs``.
     annotate:
         Writes one verdict as spans and returns them (default:
         :mod:`memtrace_otel.writeback.annotations`); its fourth argument says whether the engine's
@@ -170,6 +234,8 @@ class AttributionService:
         What one failure may ask of the backend, and the backend's request rate.
     redo_seconds:
         How long a verdict made while the backend failed is retried; 0 turns redo off.
+    admission:
+        The receivers' bound on bytes being decoded; reading a stored request back takes from it.
     """
 
     def __init__(self, exporter: SpanExporter | Sender, *, backend: TraceBackend | None = None,
@@ -177,11 +243,13 @@ class AttributionService:
                  max_jobs: int = 10_000, tick_seconds: float = 0.2, annotate: Annotate | None = None,
                  content_by_hash: ContentLookup | None = None,
                  store_lookback: float = DEFAULT_LOOKBACK_SECONDS, store: DurableStore | None = None,
-                 workers: int = 2, budget: Budget | None = None, redo_seconds: float = 3600.0) -> None:
+                 workers: int = 2, budget: Budget | None = None, redo_seconds: float = 3600.0,
+                 max_backlog: int = 1000, admission: Admission | None = None) -> None:
         if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0 or workers < 1 or redo_seconds < 0:
             raise ValueError("max_jobs and workers must be >= 1, tick_seconds > 0, store_lookback and "
                              "redo_seconds >= 0")
         self.store_lookback = store_lookback
+        self.max_backlog = max_backlog
         self._warned_unsearchable = self._warned_no_content = False
         self.assembler = assembler or TraceAssembler()
         self.backend = backend
@@ -189,6 +257,9 @@ class AttributionService:
         self.engine = create_engine(engine)
         self.stats = ServiceStats()
         self.store = store or DurableStore(None)
+        self.admission = admission
+        self.memory_guard = admission.guard if admission is not None else None
+        self._read_back = _ReadBack(self.store, admission)
         sender = exporter if isinstance(exporter, Sender) else SpanExporterSender(exporter)
         self.outbox = DurableOutbox(self.store, sender)
         # No span processor: the annotation spans are returned by annotate, encoded, and stored.
@@ -277,7 +348,7 @@ class AttributionService:
         spans = sum(count for count, _ in index.values())
         if not index:
             return True
-        if not self.assembler.room_for(index):
+        if not self.assembler.room_for(index) or self._backlog() >= self.max_backlog:
             self.stats.add(spans_refused=spans)
             return False
         with self._index_lock:
@@ -305,10 +376,16 @@ class AttributionService:
             return
         dropped = [t.trace_id for t in failed if self._submit(_Job(t))]
         self.store.release(dropped)
+        for trace_id in dropped:
+            self._read_back.forget(trace_id)
         self.stats.add(traces_failed=len(failed), jobs_dropped=len(dropped))
         if dropped:
             _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
                             self.stats.jobs_dropped)
+
+    def _backlog(self) -> int:
+        """Failed traces waiting for a worker."""
+        return sum(worker.queued for worker in self._jobs)
 
     def _submit(self, job: _Job) -> bool:
         """Queue ``job`` with the least busy worker; ``True`` when it was dropped."""
@@ -353,8 +430,7 @@ class AttributionService:
 
     def _attribute(self, job: _Job) -> None:
         trace = job.trace
-        spans = [span for kind, body in self.store.requests_of(trace.trace_id)
-                 for span in _decode_stored(kind, body, trace.trace_id)]
+        spans = self._read_back.spans_of(trace.trace_id)
         self.assembler.keep_first(trace, spans)
         if not trace.spans:  # dropped from a full store meanwhile (counted there)
             if job.redo is not None:
