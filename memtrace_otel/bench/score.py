@@ -115,9 +115,9 @@ def load_labels(directory: str, *, limit: int | None = None,
             except json.JSONDecodeError as error:
                 problems.append(f"{path}:{number}: not JSON ({error.msg}); skipped")
                 continue
-            missing = [k for k in ("case_id", "error_type", "operation", "spans") if k not in row]
-            if missing:
-                problems.append(f"{path}:{number}: missing {', '.join(missing)}; skipped")
+            problem = _label_problem(row, directory)
+            if problem:
+                problems.append(f"{path}:{number}: {problem}; skipped")
                 continue
             if wanted is not None and _part(row) not in wanted:
                 continue
@@ -125,6 +125,33 @@ def load_labels(directory: str, *, limit: int | None = None,
             if limit is not None and len(labels) >= limit:
                 break
     return labels, problems
+
+
+def _label_problem(row: Any, directory: str) -> str | None:
+    """What makes a label row unusable, in a few words; ``None`` when it is usable.
+
+    Its span files must lie inside the benchmark directory: a labels file is input, and a
+    path in it (``/etc/passwd``, ``../../secret``, a symlink out) must not open anything else.
+    """
+    if not isinstance(row, dict):
+        return f"is {type(row).__name__}, not an object"
+    missing = [k for k in ("case_id", "error_type", "operation", "spans") if k not in row]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    for key in ("case_id", "error_type"):
+        if not isinstance(row[key], str):
+            return f"{key} is {type(row[key]).__name__}, not a string"
+    if not isinstance(row["operation"], dict):
+        return f"operation is {type(row['operation']).__name__}, not an object"
+    spans = row["spans"]
+    if not isinstance(spans, list) or not spans or not all(isinstance(p, str) and p for p in spans):
+        return "spans is not a list of span file paths"
+    root = os.path.realpath(directory)
+    for span_path in spans:
+        if os.path.isabs(span_path) or os.path.commonpath(
+                [root, os.path.realpath(os.path.join(root, span_path))]) != root:
+            return f"span file {span_path[:80]!r} is outside the benchmark directory"
+    return None
 
 
 def _part(label: dict[str, Any]) -> str:
