@@ -4,14 +4,20 @@
 * annotations held while the backend is down survive a restart and reach it afterwards;
 * a permanent refusal (HTTP 400) drops that batch, counted, and the next batches go through;
 * 200 concurrent clients: every request answered, no connection reset;
-* one failure's backend requests are capped by its budget.
+* one failure's backend requests are capped by its budget;
+* 300 idle connections and a slowloris client hold no thread, and the slow one is closed;
+* a flood of attribute-dense requests keeps resident memory under the limit;
+* a serve stopped while the backend is down keeps its annotations and sends them after a restart
+  (real Jaeger).
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import signal
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +33,7 @@ from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
 from memtrace_otel.spans.backend import BackendFetch
 
+from otelcol_harness import free_ports as _free_ports
 from scenario import run_pipeline
 from serve_harness import failed_traces, start_serve, stop_serve, wait_for
 
@@ -178,3 +185,99 @@ def test_one_failure_makes_at_most_its_budget_of_backend_requests() -> None:
     for batch in range(40):  # a trace with 2,000 links asks for them in rounds
         backend.fetch_traces([f"{batch * 50 + n:032x}" for n in range(50)])
     assert inner.asked == 50 and backend.traces_capped == 39 * 50
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return int(next(line for line in status if line.startswith("Threads:")).split()[1])
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
+def test_idle_and_slow_clients_hold_no_thread_and_are_closed(tmp_path: Path) -> None:
+    bodies, _ = _failing_requests(1)
+    serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=1)
+    try:
+        before = _threads(serve.process.pid)
+        idle = [socket.create_connection(("127.0.0.1", serve.http_port), timeout=10)  # type: ignore[arg-type]
+                for _ in range(300)]
+        slow = socket.create_connection(("127.0.0.1", serve.http_port), timeout=30)  # type: ignore[arg-type]
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # headers never finished (slowloris)
+        assert _post(serve.http_port, bodies[0]) == 200  # type: ignore[arg-type]
+        # http.server held one thread per connection (1,016 threads for 1,000 idle connections).
+        assert _threads(serve.process.pid) <= before + 2
+        slow.settimeout(30)
+        assert slow.recv(1) == b""  # closed by the header timeout, not by this test
+        for sock in idle:
+            sock.close()
+        slow.close()
+    finally:
+        assert stop_serve(serve) == 0
+    assert "request headers not complete" in serve.log()
+    assert "Traceback" not in serve.log()
+
+
+def test_a_dense_flood_keeps_resident_memory_under_the_limit(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from serve_flood import dense_request
+
+    limit = 256
+    bodies = [dense_request(6, seed) for seed in range(6)]
+    serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=1, args=["--memory-limit", str(limit)])
+    statuses: list[int] = []
+    peak = 0.0
+    try:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            pending = [pool.submit(lambda body: [_post(serve.http_port, body) for _ in range(3)], body)
+                       for body in bodies]
+            while not all(future.done() for future in pending):
+                peak = max(peak, _rss_mib(serve.process.pid))
+            statuses = [status for future in pending for status in future.result()]
+        peak = max(peak, _rss_mib(serve.process.pid))
+    finally:
+        assert stop_serve(serve) == 0
+    assert set(statuses) <= {200, 503} and 200 in statuses
+    assert peak < limit, f"peak RSS {peak:.0f} MiB over the {limit} MiB limit"
+    assert "Traceback" not in serve.log()
+
+
+def test_a_restart_while_the_backend_is_down_keeps_the_annotations(tmp_path: Path) -> None:
+    import jaeger_harness
+    from serve_harness import await_annotations
+
+    binary = jaeger_harness.require_jaeger_binary()
+    provider, sent = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(sent))
+    run_pipeline(provider, capture_content=True, store_id="down")
+    spans = list(sent.get_finished_spans())
+    body = encode_spans(spans).SerializeToString()
+    failed = set(failed_traces(spans))
+    (dead,) = _free_ports(1)
+    serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=0.5,
+                        backend_otlp=f"http://127.0.0.1:{dead}")
+    assert _post(serve.http_port, body) == 200  # type: ignore[arg-type]
+    wait_for(lambda: "did not accept" in serve.log() or None, timeout=60, what=serve.log_tail)
+    assert stop_serve(serve) == 0  # the drain does not wait for a backend that is down
+    assert "kept in" in serve.log() and "for the next start" in serve.log()
+    with jaeger_harness.run_jaeger(binary, tmp_path) as jaeger:
+        sender = TracerProvider()  # the application's spans reach the backend by its own path
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=jaeger.otlp_http_traces)
+        assert exporter.export(spans).name == "SUCCESS"
+        exporter.shutdown()
+        sender.shutdown()
+        serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=0.5, backend_otlp=jaeger.otlp_http)
+        try:
+            stored = await_annotations(jaeger, spans, [serve])
+        finally:
+            assert stop_serve(serve) == 0
+    attributed = {span["traceID"].rjust(32, "0") for trace_id in failed for span in stored[trace_id]
+                  if span["operationName"] == "memtrace.attribution"}
+    assert failed - attributed == set()  # loss 0
+    assert "replaying" in serve.log()
