@@ -1,7 +1,8 @@
 """`memtrace serve` when things go wrong (issue 9, item 7): real processes on 127.0.0.1 only.
 
 * killed mid-stream (SIGKILL) behind the Collector's tee: the backend still gets every
-  application span, and once serve is restarted on its port, later failures are annotated;
+  application span, and once serve is restarted on its port (same data directory), every failure
+  is annotated once, those it had acknowledged before the kill included;
 * the backend down for a while (``MEMTRACE_TEST_BACKEND_OUTAGE`` seconds, default 6; CI
   may set 30): every annotation made meanwhile arrives after it returns, none twice;
 * one trace of 10,000 spans is taken in and attributed;
@@ -169,18 +170,21 @@ def test_serve_killed_mid_stream_loses_no_backend_span_and_annotates_after_resta
         app = app_pipeline(collector.otlp_http_traces, f"memory-app-{uuid.uuid4().hex[:8]}")
         run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         await_annotations(jaeger, app.spans(), [serve, collector])  # serve works before it is killed
+        before_kill = len(app.spans())
         run_pipeline(app.provider, capture_content=True, store_id=next(stores))
-        assert stop_serve(serve, sig=signal.SIGKILL) == -signal.SIGKILL  # its held traces are gone
-        down = len(app.spans())
+        # Killed with traces acknowledged and not yet judged (settle 1 s): they are in its data
+        # directory, and so is whatever it was judging.
+        assert stop_serve(serve, sig=signal.SIGKILL) == -signal.SIGKILL
         run_pipeline(app.provider, capture_content=True, store_id=next(stores))  # while serve is dead
         # The backend is fed by its own exporter: every application span, whatever serve's state.
         await_stored(jaeger, Counter(hex_ids(span)[0] for span in app.spans()), [collector])
         serve = start_serve(tmp_path, **options)
         run_pipeline(app.provider, capture_content=True, store_id=next(stores))
         app.provider.shutdown()
-        # Later failures are annotated, with the verdicts of a serve that never stopped; so are
-        # those sent while serve was dead (the Collector's queue for serve retried them).
-        later = _sent_since(app, down)
+        # Every failure from the kill on is annotated once, with the verdicts of a serve that never
+        # stopped: those it had acknowledged (replayed from its data directory), those sent while it
+        # was dead (the Collector's queue for serve retried them) and those after.
+        later = _sent_since(app, before_kill)
         stored = await_annotations(jaeger, later, [serve, collector])
         assert _one_verdict_each(stored, later) == reference_verdicts(later)
         for trace_id in {hex_ids(span)[0] for span in app.spans()}:
