@@ -42,9 +42,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from memtrace_otel.collector.assembler import trace_index
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
-from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request
+from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request, span_count
 from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.otlp_json import records_from_traces_data
+from memtrace_otel.spans.otlp_json import span_count as json_span_count
 
 __all__ = ["OTLPHttpReceiver"]
 
@@ -99,13 +100,15 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
     return out
 
 
-def _decode(body: bytes, content_type: str, where: str, problems: list[Problem]) -> list[SpanRecord]:
+def _decode(body: bytes, content_type: str, where: str,
+            problems: list[Problem]) -> tuple[list[SpanRecord], int]:
+    """The spans kept, and how many the request offered."""
     if content_type == _PROTOBUF:
         try:
             request = decode_request(body)
         except ValueError as error:
             raise _BadRequest(400, str(error)) from None
-        return records_from_request(request, where, problems)
+        return records_from_request(request, where, problems), span_count(request)
     if content_type == _JSON:
         import orjson
 
@@ -117,7 +120,7 @@ def _decode(body: bytes, content_type: str, where: str, problems: list[Problem])
             else None
         if not isinstance(spans, list):
             raise _BadRequest(400, "body is not an OTLP ExportTraceServiceRequest (no resourceSpans list)")
-        return list(records_from_traces_data(document, where, problems))
+        return list(records_from_traces_data(document, where, problems)), json_span_count(document)
     raise _BadRequest(415, f"unsupported Content-Type {content_type[:60]!r} "
                            f"(use {_PROTOBUF} or {_JSON})")
 
@@ -168,13 +171,15 @@ class _Application:
                 except ValueError as error:
                     raise _BadRequest(400, str(error)) from None
                 index = index_request(request, where, problems)
+                rejected = span_count(request) - sum(count for count, _ in index.values())
             else:
-                spans = _decode(body, content_type, where, problems)
+                spans, offered = _decode(body, content_type, where, problems)
+                rejected = offered - len(spans)
                 index = trace_index(spans) if self._store_bodies else {}
         except _BadRequest as error:
             return self._error(start_response, error.status, str(error), content_type, client)
         if problems:
-            _logger.warning("%d malformed span(s) rejected from %s: %s", len(problems), client,
+            _logger.warning("%d span(s) rejected from %s, %d problem(s): %s", rejected, client, len(problems),
                             problems[0].message)
         kind = KIND_JSON if content_type == _JSON else KIND_PROTOBUF
         accepted = self._ingest(index, body, kind) if self._store_bodies else self._ingest(spans, len(body))
@@ -182,8 +187,8 @@ class _Application:
             return self._error(start_response, 503, "memtrace serve is over its memory ceiling; retry later",
                                content_type, client)
         response = ExportTraceServiceResponse()
-        if problems:
-            response.partial_success.rejected_spans = len(problems)
+        if problems:  # rejected_spans 0 with a message: OTLP's warning (kept spans were repaired)
+            response.partial_success.rejected_spans = rejected
             response.partial_success.error_message = problems[0].message[:500]
         return _reply(start_response, 200, response, content_type)
 

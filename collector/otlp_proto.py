@@ -18,7 +18,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["attributes_of", "decode_request", "index_request", "records_from_request"]
+__all__ = ["attributes_of", "decode_request", "index_request", "records_from_request", "span_count"]
 
 
 
@@ -113,6 +113,12 @@ def _span(span: Any, resource: dict[str, Any], service: str, scope: Any, where: 
         scope_version=scope.version,
         resource_attributes=resource,
     )
+
+
+def span_count(request: ExportTraceServiceRequest) -> int:
+    """Spans the request offers: ``partial_success.rejected_spans`` is those minus the spans kept (a
+    problem with a kept span, a truncated attribute or a dropped link, is no rejection)."""
+    return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
 
 
 def records_from_request(request: ExportTraceServiceRequest, where: str,

@@ -24,7 +24,7 @@ from typing import Any
 from memtrace_otel.spans.anyvalue import BadValue, brief, enum_name, key_values, unsigned_nanos
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "MalformedSpan", "normalise_id", "records_from_traces_data"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "MalformedSpan", "normalise_id", "records_from_traces_data", "span_count"]
 
 MAX_ATTRIBUTE_CHARS = 1 << 20
 """A longer string attribute is truncated (and reported): one bad span must not cost the heap."""
@@ -276,6 +276,28 @@ def records_from_traces_data(
                     _skipped(raw, error, ctx)
                     continue
                 yield record
+
+
+def span_count(document: Any) -> int:
+    """Span entries a ``TracesData`` object offers, as :func:`records_from_traces_data` walks them.
+
+    A receiver's ``rejected_spans`` is these minus the records it kept: problems with kept spans
+    (an attribute truncated or skipped, a link dropped) reject nothing.
+
+    >>> span_count({"resourceSpans": [{"scopeSpans": [{"spans": [{}, {}]}, {"spans": 3}]}, 7]})
+    2
+    """
+    if isinstance(document, dict) and isinstance(document.get("result"), dict):
+        document = document["result"]
+    resource_spans = _get(document, "resourceSpans", "resource_spans") if isinstance(document, dict) else None
+    count = 0
+    for resource_span in resource_spans if isinstance(resource_spans, list) else ():
+        scope_spans = _get(resource_span, "scopeSpans", "scope_spans") if isinstance(resource_span, dict) \
+            else None
+        for scope_span in scope_spans if isinstance(scope_spans, list) else ():
+            spans = scope_span.get("spans") if isinstance(scope_span, dict) else None
+            count += len(spans) if isinstance(spans, list) else 0
+    return count
 
 
 def _scope_span_lists(resource_span: Any, ctx: _Context) -> Iterator[list[Any]]:
