@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
+INTERNAL_ERROR = "internal error: "
+"""How ``failure_reason`` begins when the engine raised (a bug, not a case it could not decide)."""
 MISSING_TRACES_CONFIDENCE = 0.5
 """Factor on an engine's confidence when the case's lineage reaches traces missing from the input."""
 AMBIGUITY_MARGIN = 0.15
@@ -249,9 +251,10 @@ class Engine(abc.ABC):
         """
         if isinstance(error, NotAttributed):
             return error.reason
-        _logger.warning("engine %s failed on a case: %s: %s", self.name, type(error).__name__, error,
-                        exc_info=_logger.isEnabledFor(logging.DEBUG))
-        return f"internal error: {type(error).__name__}: {error}"
+        # Each case at DEBUG (with its traceback); a run says it once (runner.attribute_failures).
+        _logger.debug("engine %s failed on a case: %s: %s", self.name, type(error).__name__, error,
+                      exc_info=True)
+        return f"{INTERNAL_ERROR}{type(error).__name__}: {error}"
 
 
 def _default_candidates(G: nx.DiGraph, result: Attribution) -> None:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import networkx as nx
 
-from memtrace_otel.attribution.base import Attribution, Engine, FailureCase, create_engine
+from memtrace_otel.attribution.base import INTERNAL_ERROR, Attribution, Engine, FailureCase, create_engine
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup, build_graph
 from memtrace_otel.graph.query import failed_evaluations
@@ -126,8 +126,8 @@ def attribute_failures(
     progress:
         Called as ``progress(done, total)`` after each case (or chunk).
     warn:
-        Receives the one warning about missing content (default: the log);
-        it is given once per call, never per case.
+        Receives the warnings (default: the log): missing content, and how many cases the engine
+        failed on (raised: a bug); each at most once per call, never per case.
     traces:
         Only the failures of these traces are attributed; the graph's other traces are context
         (traces fetched from a backend to complete the ones asked about).
@@ -153,9 +153,20 @@ def attribute_failures(
             results.append(_attribute_one(engine_object, G, evaluation))
             if progress:
                 progress(done, len(evaluations))
-        return results
-    name = engine if isinstance(engine, str) else engine_object.name
-    return _in_processes(G, name, options, evaluations, jobs, progress)
+    else:
+        name = engine if isinstance(engine, str) else engine_object.name
+        results = _in_processes(G, name, options, evaluations, jobs, progress)
+    _summarize_failures(engine_object.name, results, warn or _logger.warning)
+    return results
+
+
+def _summarize_failures(engine: str, results: list[Attribution], warn: Callable[[str], None]) -> None:
+    """One line for the cases the engine raised on, however many (the log kept one per case before)."""
+    failed = [a.failure_reason for a in results if (a.failure_reason or "").startswith(INTERNAL_ERROR)]
+    if failed:
+        warn(f"engine {engine} failed on {len(failed)} of {len(results)} case(s) (first: "
+             f"{failed[0][len(INTERNAL_ERROR):][:200]}); their verdicts say so. Each case's traceback "
+             "is logged at DEBUG level")
 
 
 def _in_processes(

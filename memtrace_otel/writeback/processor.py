@@ -47,7 +47,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanContext, Tracer, TracerProvider
 
 from memtrace_otel.attribution import Engine, create_engine
-from memtrace_otel.attribution.runner import attribute_failures
+from memtrace_otel.attribution.runner import NO_CONTENT_WARNING, attribute_failures
 from memtrace_otel.batch_worker import DROPPED_SHUTDOWN, BatchWorker
 from memtrace_otel.graph import build_graph, operation_node_id
 from memtrace_otel.instrument import MemoryTracer, current_operation
@@ -391,7 +391,7 @@ class AttributionSpanProcessor(SpanProcessor):
                           "stats()['jobs_evicted']", self._max_spans, self._max_age_ns / 1e9)
             return
         try:
-            (verdict,) = attribute_failures(G, self._engine, evaluations=[node], warn=self._no_content)
+            (verdict,) = attribute_failures(G, self._engine, evaluations=[node], warn=self._warn)
         except Exception:
             self._problem("engine_errors", "engine %s raised; failure %s not attributed",
                           self._engine.name, node, exc_info=True)
@@ -405,9 +405,10 @@ class AttributionSpanProcessor(SpanProcessor):
         self._count("attributed" if verdict.operation else "unattributed")
         self._count("annotation_spans", len(spans))
 
-    def _no_content(self, message: str) -> None:
-        # Only with keep_content_in_process=0 and capture off: said once, counted per batch.
-        self._problem("no_content", message)
+    def _warn(self, message: str) -> None:
+        # No content (only with keep_content_in_process=0 and capture off), or the engine raised on
+        # the case: each said once, counted per failure.
+        self._problem("no_content" if message == NO_CONTENT_WARNING else "engine_failures", message)
 
     def _annotation_tracer(self) -> Tracer:
         if self._writer is None:  # resolved late: the global provider may be set after construction
@@ -439,6 +440,7 @@ class AttributionSpanProcessor(SpanProcessor):
         ``jobs_dropped_queue_full``, ``jobs_dropped_shutdown``, ``jobs_evicted``,
         ``attributed``, ``unattributed``, ``annotation_spans``, ``on_end_errors``,
         ``graph_errors``, ``engine_errors``, ``write_errors``, ``worker_errors``,
+        ``engine_failures`` (the engine raised on the case: a bug; its verdict says so),
         ``step_parents_dropped`` (spans between a model call and its operation no longer
         waited for: the call may lose its operation), ``jobs_unattributed_shutdown`` (queued
         when :meth:`shutdown`'s deadline passed), ``jobs_skipped_budget`` (over the CPU
@@ -446,8 +448,8 @@ class AttributionSpanProcessor(SpanProcessor):
         """
         keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
                 "jobs_evicted", "jobs_skipped_budget", "attributed", "unattributed", "annotation_spans",
-                "on_end_errors", "graph_errors", "engine_errors", "write_errors", "worker_errors",
-                "step_parents_dropped")
+                "on_end_errors", "graph_errors", "engine_errors", "engine_failures", "write_errors",
+                "worker_errors", "step_parents_dropped")
         # Plain reads of the worker's ints and deque lengths: atomic, at worst a moment old.
         spans, records = self._snapshot(), self._records
         result = {"indexed": len(spans), "waiting": sum(span not in records for span in spans),
