@@ -74,15 +74,21 @@ class _UserMemory(example.TinyMemory):
             self.records[record_id] = example.Record(fact, op.lineage_metadata(unit))
 
 
-def generate(path: str, runs: int) -> None:
-    """Run the example ``runs`` times in one process, one tracer, spans to ``path``."""
+def generate(path: str, runs: int, *, shared_records: bool = False) -> None:
+    """Run the example ``runs`` times in one process, one tracer, spans to ``path``.
+
+    ``shared_records``: every run's store names its records as the example does (``mem:moved``),
+    so memory units, too, get one version per run: version chains of stored memory across every
+    conversation, which the engine follows as lineage (an update rewrites the unit).
+    """
     provider = TracerProvider(resource=Resource.create({"service.name": "offline-memory-agent"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPJsonLinesSpanExporter(path), max_queue_size=1 << 16))
     tracer = MemoryTracer(provider, capture_content=True)
     app_tracer = provider.get_tracer("offline-memory-agent")
     for run in range(runs):
-        memory = _UserMemory(tracer, app_tracer, run)  # a new user: the same message, query,
-        # context and answer names, records of its own
+        # a new user: the same message, query, context and answer names, records of its own
+        memory = (example.TinyMemory(tracer, app_tracer) if shared_records
+                  else _UserMemory(tracer, app_tracer, run))
         for number, session in enumerate(example.SESSIONS, start=1):
             with app_tracer.start_as_current_span(f"session {number}"):
                 for dia_id, text in session:
@@ -128,6 +134,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, nargs="+", default=[10_000, 20_000, 50_000, 100_000, 200_000])
     parser.add_argument("--dir", help="keep (and reuse) the generated span files here")
+    parser.add_argument("--shared-records", action="store_true",
+                        help="memory records named alike in every run too (one user's unit rewritten)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with contextlib.redirect_stdout(io.StringIO()):  # the example's own prints
@@ -138,9 +146,10 @@ def main() -> None:
         rows = []
         for spans in args.spans:
             runs = max(1, round(spans / per_run))
-            path = os.path.join(directory, f"analyze-repeated-{runs}.jsonl")
+            shared = "-shared" if args.shared_records else ""
+            path = os.path.join(directory, f"analyze-repeated-{runs}{shared}.jsonl")
             if not os.path.exists(path):
-                generate(path, runs)
+                generate(path, runs, shared_records=args.shared_records)
             rows.append(measure(path))
             if not args.json:
                 _print_row(rows[-1], first=len(rows) == 1)
