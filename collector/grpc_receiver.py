@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from memtrace_otel.collector.durable import KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
-from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request, span_count
+from memtrace_otel.collector.otlp_proto import decode_request, index_body, records_from_request, span_count
 from memtrace_otel.spans.model import Problem
 
 __all__ = ["OTLPGrpcReceiver"]
@@ -49,26 +49,25 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
                 admission.give(len(body))
 
     def admitted(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        problems: list[Problem] = []
+        where = f"{context.peer()} Export"
         try:
-            request = decode_request(body)
+            if store_bodies:  # stored as received: only the trace index is read now (message freed)
+                index, offered = index_body(body, where, problems)
+                kept = sum(count for count, _ in index.values())
+            else:
+                request = decode_request(body)
+                spans, offered = records_from_request(request, where, problems), span_count(request)
+                kept = len(spans)
         except ValueError as error:
             _logger.warning("rejected an Export from %s: %s", context.peer(), error)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        problems: list[Problem] = []
-        where = f"{context.peer()} Export"
-        if store_bodies:  # stored as received: only the trace index is read now
-            index = index_request(request, where, problems)
-            kept = sum(count for count, _ in index.values())
-            accepted = ingest(index, body, KIND_PROTOBUF)
-        else:
-            spans = records_from_request(request, where, problems)
-            kept = len(spans)
-            accepted = ingest(spans, len(body))
+        accepted = ingest(index, body, KIND_PROTOBUF) if store_bodies else ingest(spans, len(body))
         if not accepted:
             context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is over its memory ceiling; retry")
         response = ExportTraceServiceResponse()
         if problems:  # rejected_spans 0 with a message: OTLP's warning (kept spans were repaired)
-            rejected = span_count(request) - kept
+            rejected = offered - kept
             _logger.warning("%d span(s) rejected from %s, %d problem(s): %s", rejected, context.peer(),
                             len(problems), problems[0].message)
             response.partial_success.rejected_spans = rejected

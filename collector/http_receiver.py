@@ -42,7 +42,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from memtrace_otel.collector.assembler import trace_index
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
-from memtrace_otel.collector.otlp_proto import decode_request, index_request, records_from_request, span_count
+from memtrace_otel.collector.otlp_proto import decode_request, index_body, records_from_request, span_count
 from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.otlp_json import records_from_traces_data
 from memtrace_otel.spans.otlp_json import span_count as json_span_count
@@ -167,11 +167,10 @@ class _Application:
             body = _read_body(wsgi, length, self._max_body_bytes)
             if self._store_bodies and content_type == _PROTOBUF:  # stored as received: index only
                 try:
-                    request = decode_request(body)
+                    index, offered = index_body(body, where, problems)
                 except ValueError as error:
                     raise _BadRequest(400, str(error)) from None
-                index = index_request(request, where, problems)
-                rejected = span_count(request) - sum(count for count, _ in index.values())
+                rejected = offered - sum(count for count, _ in index.values())
             else:
                 spans, offered = _decode(body, content_type, where, problems)
                 rejected = offered - len(spans)

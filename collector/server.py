@@ -30,7 +30,7 @@ __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server"
 
 _logger = logging.getLogger(__name__)
 _MIB = 1 << 20
-_DECODE_FACTOR = 16
+_DECODE_FACTOR = 20
 _RECEIVER_WORKERS = 4
 
 
@@ -124,8 +124,8 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None 
     guard = MemoryGuard(config.memory_limit_mib * _MIB)
     # Bytes being decoded at once (receivers and workers reading back), in wire bytes: a parsed
     # request takes ~4.3x its wire size besides its body and the store's copy, about 6.3x in all
-    # (benchmarks/serve_flood.py's attribute-dense requests), so a sixteenth of the limit keeps
-    # decoding under half of it; one request is always admitted.
+    # (benchmarks/serve_flood.py's attribute-dense requests), so a twentieth of the limit keeps
+    # decoding under a third of it; one request is always admitted.
     admission = Admission(guard, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
                           max_requests=_RECEIVER_WORKERS)
     store = DurableStore(config.data_dir, max_bytes=config.data_limit_mib * _MIB)

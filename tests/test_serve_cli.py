@@ -73,7 +73,7 @@ def test_bad_settings_are_one_line_errors() -> None:
 def test_the_server_is_wired_without_binding() -> None:
     server = build_server(ServeConfig(grpc_port=None, http_port=0, settle_seconds=0.5))
     assert server.receivers == []  # nothing bound before start()
-    assert server.admission.max_bytes == 512 * (1 << 20) // 16  # decoding: a sixteenth of the limit
+    assert server.admission.max_bytes == 512 * (1 << 20) // 20  # decoding: a twentieth of the limit
     assert server.service.store.path is not None and server.service.store.path.parent.name == "serve"
     assert server.service.store_lookback == 7 * 24 * 3600  # a week of a store's traces by default
     server.service.stop(1)
