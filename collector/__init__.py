@@ -1,8 +1,10 @@
 """Collector: ``memtrace serve``, the out-of-process attribution service, and the OpenTelemetry
 Collector configurations that place it in a pipeline (imported as ``memtrace_otel.collector``).
 
-``server`` assembles it: OTLP receivers (``grpc_receiver``, ``http_receiver``, decoding in
-``otlp_proto``) -> ``assembler`` (group by trace, wait until it settles, bounded) -> ``service``
-(attribute failed traces, fetch linked traces from the backend) -> ``outbox`` (annotation spans
-to the backend, retried until accepted). Needs ``pip install memtrace-otel[serve]``.
+``server`` assembles it: OTLP receivers (``grpc_receiver``, ``http_receiver``: waitress; decoding
+in ``otlp_proto``; memory admission before decoding in ``memory``) -> the write-ahead store
+(``durable``: acknowledged once committed, replayed after a restart) and the index of traces
+waiting to settle (``assembler``) -> ``service`` (attribute failed traces, fetching what they need
+from the backend within a budget: ``budget``) -> the store's outbox, sent by ``export`` (the
+Collector's retry rules). Needs ``pip install memtrace-otel[serve]``.
 """

@@ -9,8 +9,9 @@ one deadline and really drain: they return once everything queued before them wa
 or ``False`` when the deadline passed first.
 
 Four parts of memtrace use it: the content uploader (``content/upload.py``), the in-process
-attribution processor (``writeback/processor.py``), the annotation outbox (``collector/outbox.py``)
-and ``memtrace serve``'s attribution jobs (``collector/service.py``). What differs between them
+attribution processor (``writeback/processor.py``), ``memtrace serve``'s annotation outbox
+(``collector/export.py``, over the write-ahead store's row ids) and its attribution jobs
+(``collector/service.py``). What differs between them
 is their export step, so that is the one thing each supplies (:class:`BatchExporter`). Retrying
 is not the worker's business either: :class:`RetryingExporter` wraps an export step, as the
 Collector's ``exporterhelper`` wraps an exporter, so a durable step (a write-ahead store) or a
@@ -275,7 +276,8 @@ class RetryingExporter(Generic[T]):
 
     The Collector's ``exporterhelper`` retry, as a wrapper around an export step: the worker
     stays simple, and the policy can change alone (issue 24 wants permanent errors dropped
-    rather than retried: ``retryable`` is where that decision goes).
+    rather than retried: ``retryable`` is where that decision goes; ``serve``'s outbox answers it
+    from the backend's answer, ``collector/export.py``).
 
     Parameters
     ----------

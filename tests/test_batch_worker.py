@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from memtrace_otel.batch_worker import BatchWorker, RetryingExporter
-from memtrace_otel.collector.outbox import OutboxSpanProcessor
 from memtrace_otel.writeback.processor import AttributionSpanProcessor
 
 
@@ -117,7 +116,7 @@ def test_retrying_exporter_retries_until_accepted_and_stops_on_shutdown() -> Non
     assert outcome == [False]
 
 
-@pytest.mark.parametrize("processor", [OutboxSpanProcessor, AttributionSpanProcessor])
+@pytest.mark.parametrize("processor", [AttributionSpanProcessor])
 def test_span_processors_keep_the_sdk_shutdown_signature(processor: type) -> None:
     signature = inspect.signature(processor.shutdown)
     assert signature.return_annotation in (None, "None")

@@ -7,13 +7,12 @@ import threading
 import time
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace import TracerProvider
 
 from memtrace_otel.collector.assembler import TraceAssembler, trace_index
 from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
+from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender, encode_spans
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
-from memtrace_otel.collector.outbox import OutboxSpanProcessor
 from memtrace_otel.spans.model import SpanRecord
 
 
@@ -102,7 +101,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none() -> None:
+def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none(tmp_path) -> None:
     port = _free_port()  # nothing listens there yet: the backend is down
     received: list[SpanRecord] = []
     got_all = threading.Event()
@@ -113,17 +112,22 @@ def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none() -> 
             got_all.set()
         return True
 
-    outbox = OutboxSpanProcessor(HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=1),
-                                 batch_size=10, initial_backoff=0.05, max_backoff=0.2)
-    provider = TracerProvider()
-    provider.add_span_processor(outbox)
-    tracer = provider.get_tracer("test")
+    store = DurableStore(tmp_path)
+    outbox = DurableOutbox(store, OtlpHttpSender(f"http://127.0.0.1:{port}/v1/traces", timeout=1),
+                           initial_backoff=0.05, max_backoff=0.2)
+    tracer = TracerProvider().get_tracer("test")
+    spans = []
     for number in range(25):
-        tracer.start_span(f"annotation-{number}").end()
+        span = tracer.start_span(f"annotation-{number}")
+        span.end()
+        spans.append(span)
+    for start in range(0, 25, 10):
+        outbox.add(store.finish(f"{start + 1:032x}", [(len(spans[start:start + 10]),
+                                                       encode_spans(spans[start:start + 10]))]))
     assert not outbox.force_flush(300)  # still down: nothing exported, nothing dropped
     deadline = time.monotonic() + 30
     while outbox.failed_attempts < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the exporter's own retries take up to its 1 s timeout per attempt
+        time.sleep(0.05)
     assert outbox.held == 25 and outbox.dropped == 0 and outbox.failed_attempts >= 2
     backend = OTLPHttpReceiver(ingest, port=port)
     backend.start()
@@ -134,30 +138,8 @@ def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none() -> 
         backend.stop()
     assert sorted(span.name for span in received) == sorted(f"annotation-{n}" for n in range(25))
     assert outbox.exported == 25 and outbox.held == 0
-    provider.shutdown()
-
-
-def test_outbox_bound_drops_newest_and_counts(caplog: pytest.LogCaptureFixture) -> None:
-    class Refusing:
-        def export(self, spans):  # the SpanExporter shape
-            from opentelemetry.sdk.trace.export import SpanExportResult
-
-            return SpanExportResult.FAILURE
-
-        def shutdown(self) -> None:
-            pass
-
-    outbox = OutboxSpanProcessor(Refusing(), max_spans=5, initial_backoff=0.01, max_backoff=0.02)  # type: ignore[arg-type]
-    provider = TracerProvider()
-    provider.add_span_processor(outbox)
-    for number in range(8):
-        provider.get_tracer("t").start_span(f"s{number}").end()
-    assert outbox.held == 5 and outbox.dropped == 3
-    assert sum("outbox full" in r.message for r in caplog.records) == 1
-    outbox.shutdown(timeout_millis=100)  # the SDK's signature: returns None, says what it lost
-    assert outbox.unexported_at_shutdown == 5
-    outbox.shutdown()  # second call: a debug line, nothing else
-    assert outbox.unexported_at_shutdown == 5
+    outbox.shutdown(1000)
+    store.close()
 
 
 def test_memory_guard_refuses_over_the_soft_limit_and_caches_its_reading() -> None:
