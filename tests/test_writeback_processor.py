@@ -488,7 +488,7 @@ class _BusyEngine(Engine):
 def test_failures_beyond_the_cpu_budget_are_skipped_counted_and_logged(
         caplog: pytest.LogCaptureFixture) -> None:
     engine = _BusyEngine(0.3)  # the one-CPU-second burst pays for four cases at most
-    made = _pipeline(engine=engine, cpu_budget=0.01)
+    made = _pipeline(engine=engine, cpu_budget=0.001)  # refills 0.03 CPU-s in 30 s: next to nothing
     processor = made.processor
     assert processor is not None
     with caplog.at_level(logging.WARNING, logger=_LOGGER):
