@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 from opentelemetry.sdk.resources import Resource
@@ -556,6 +556,8 @@ def _default_annotate() -> Annotate:
 
     def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool,
                  marks: dict[str, Any]) -> Sequence[ReadableSpan]:
-        return write_back(tracer, G, [attribution], include_explanation=quotable, marks=marks)
+        # The SDK's tracer makes SDK spans: ended, they are ReadableSpans (what the encoder takes).
+        return cast("list[ReadableSpan]", write_back(tracer, G, [attribution], include_explanation=quotable,
+                                                     marks=marks))
 
     return annotate

@@ -4,7 +4,8 @@
 * annotations held while the backend is down survive a restart and reach it afterwards;
 * a permanent refusal (HTTP 400) drops that batch, counted, and the next batches go through;
 * 200 concurrent clients: every request answered, no connection reset;
-* one failure's backend requests are capped by its budget;
+* one failure's backend requests are capped by its budget, a backend's rate is limited, and one
+  failure waiting on a slow backend query does not hold the others;
 * 300 idle connections and a slowloris client hold no thread, and the slow one is closed;
 * a flood of attribute-dense requests keeps resident memory under the limit;
 * a serve stopped while the backend is down keeps its annotations and sends them after a restart
@@ -22,11 +23,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.budget import Budget, RateLimiter, budgeted
 from memtrace_otel.collector.durable import DurableStore
 from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender
@@ -281,3 +284,69 @@ def test_a_restart_while_the_backend_is_down_keeps_the_annotations(tmp_path: Pat
                   if span["operationName"] == "memtrace.attribution"}
     assert failed - attributed == set()  # loss 0
     assert "replaying" in serve.log()
+
+
+def test_the_rate_limiter_spreads_requests_and_never_waits_past_a_deadline() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    limiter = RateLimiter(10, clock=lambda: now[0], sleep=sleep)
+    assert limiter.take(10, deadline=100)  # the burst
+    assert slept == []
+    assert limiter.take(5, deadline=100)  # 5 more at 10/s: half a second's wait
+    assert slept == [0.5]
+    assert not limiter.take(20, deadline=now[0] + 1)  # would need 2 s: refused, nothing taken
+    assert limiter.take(10, deadline=now[0] + 1.01)
+    assert slept[-1] == pytest.approx(1.0)
+
+
+def test_one_expensive_failure_does_not_hold_the_others() -> None:
+    from memtrace_otel.collector.otlp_proto import records_from_request
+    from memtrace_otel.collector.service import AttributionService
+
+    released = threading.Event()
+    searched: list[str] = []
+
+    class Backend:
+        """Searching store "slow" hangs until released (a backend answering one query slowly)."""
+
+        name = "test backend"
+
+        def fetch_traces(self, trace_ids):  # type: ignore[no-untyped-def]
+            return BackendFetch()
+
+        def search_traces(self, attribute, value, **_):  # type: ignore[no-untyped-def]
+            searched.append(value)
+            if value == "slow":
+                released.wait(60)
+            return BackendFetch()
+
+    provider, sent = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(sent))
+    run_pipeline(provider, capture_content=True, store_id="slow")
+    slow = list(sent.get_finished_spans())
+    sent.clear()
+    run_pipeline(provider, capture_content=True, store_id="fast")
+    fast = list(sent.get_finished_spans())
+    exporter = InMemorySpanExporter()
+    service = AttributionService(exporter, backend=Backend(), assembler=TraceAssembler(settle_seconds=0),
+                                 workers=2)
+    service.start()
+    try:
+        for spans in (slow, fast):
+            records = records_from_request(encode_spans(spans), "test", [])
+            assert service.ingest(records, 1000)
+        wait_for(lambda: "slow" in searched or None, timeout=30, what="the slow search never started")
+        fast_failed = set(failed_traces(fast))
+        # While one worker waits on the slow search, the other attributes the fast failures.
+        wait_for(lambda: fast_failed <= {f"{s.context.trace_id:032x}" for s in exporter.get_finished_spans()}
+                 or None, timeout=60, what="the fast failures were held behind the slow one")
+    finally:
+        released.set()
+        assert service.stop(30)
+    slow_failed = set(failed_traces(slow))
+    assert slow_failed <= {f"{s.context.trace_id:032x}" for s in exporter.get_finished_spans()}
