@@ -5,6 +5,11 @@ module proxy). Without it a test is skipped with the reason, except on CI
 (``CI=true``), where a missing Jaeger is a failure: CI must not go green on
 tests that silently did not run.
 
+When the real Jaeger UI is unpacked (``.ci/install-jaeger-ui.sh``, into
+``~/.cache/memtrace/jaeger-ui/build`` or ``MEMTRACE_JAEGER_UI``), Jaeger serves it through
+``ui.assets_path`` with the project's UI config (``collector/jaeger-ui.json``, its link patterns);
+without it the query port shows Jaeger's placeholder page and only the API tests can run.
+
 Everything binds 127.0.0.1 on free ports, storage is in memory, and the
 process is stopped (terminate, then kill) when the session ends. Its log is
 kept in a file and shown when a test failed or Jaeger did not start.
@@ -12,6 +17,8 @@ kept in a file and shown when a test failed or Jaeger did not start.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -30,16 +37,23 @@ from process_harness import CachedBinary, LoggedProcess, accepts, free_ports, sp
 
 __all__ = [
     "ENV_JAEGER_BIN",
+    "ENV_JAEGER_UI",
+    "UI_CONFIG",
     "JaegerEndpoints",
     "JaegerNotReady",
     "jaeger",
     "jaeger_binary",
     "jaeger_config",
+    "jaeger_ui_assets",
     "require_jaeger_binary",
+    "require_jaeger_ui",
     "run_jaeger",
 ]
 
 ENV_JAEGER_BIN = "MEMTRACE_JAEGER_BIN"
+ENV_JAEGER_UI = "MEMTRACE_JAEGER_UI"
+UI_CONFIG = Path(__file__).resolve().parent.parent / "collector" / "jaeger-ui.json"
+"""The UI config the project ships (link patterns from an annotation to the spans it names)."""
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 10.0
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -66,6 +80,8 @@ class JaegerEndpoints(LoggedProcess):
     process: subprocess.Popen[bytes]
     log_offset: int = 0
     """Where this run's lines begin in the log (a later run with the same log name appends)."""
+    ui_assets: Path | None = None
+    """The real Jaeger UI served at :attr:`query_url`, or ``None`` (Jaeger's placeholder page)."""
 
     @property
     def otlp_http_traces(self) -> str:
@@ -86,8 +102,28 @@ def require_jaeger_binary() -> Path:
     return _BINARY.require()
 
 
+def jaeger_ui_assets() -> Path | None:
+    """The unpacked UI: ``build/`` under ``MEMTRACE_JAEGER_UI`` or ``~/.cache/memtrace/jaeger-ui``."""
+    configured = os.environ.get(ENV_JAEGER_UI)
+    base = Path(configured).expanduser() if configured else Path.home() / ".cache" / "memtrace" / "jaeger-ui"
+    build = base / "build"
+    return build if (build / "index.html").is_file() else None
+
+
+def require_jaeger_ui() -> Path:
+    """The unpacked UI, or skip (fail on CI) saying how to get it."""
+    found = jaeger_ui_assets()
+    if found is not None:
+        return found
+    reason = ("the Jaeger UI is not unpacked: run `bash .ci/install-jaeger-ui.sh` "
+              f"(or set {ENV_JAEGER_UI} to a folder holding build/index.html)")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}; CI must run the Jaeger UI tests", pytrace=False)
+    pytest.skip(reason)
+
+
 def jaeger_config(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: int,
-                  health: int) -> str:
+                  health: int, ui_assets: Path | None = None, ui_config: Path | None = None) -> str:
     """A Jaeger v2 (Collector) config: OTLP in, memory storage, query API; loopback only.
 
     Every component that would listen gets an explicit 127.0.0.1 endpoint, and the
@@ -95,7 +131,13 @@ def jaeger_config(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc
     binds a wildcard address. The query service's self-tracing is off too: it would
     export Jaeger's own spans to the default OTLP port, 127.0.0.1:4317, which may be
     another test's collector (and stalls shutdown 10 s when nothing listens there).
+    ``ui_assets`` (a UI ``build`` folder) and ``ui_config`` (a UI config JSON) add a ``ui`` section.
     """
+    ui = ""
+    if ui_assets is not None:
+        ui = f"\n    ui:\n      assets_path: {ui_assets}"
+        if ui_config is not None:
+            ui += f"\n      config_file: {ui_config}"
     return f"""\
 service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
@@ -118,7 +160,7 @@ extensions:
   jaeger_query:
     enable_tracing: false
     storage:
-      traces: memstore
+      traces: memstore{ui}
     http:
       endpoint: 127.0.0.1:{query_http}
     grpc:
@@ -164,15 +206,21 @@ def _ready(endpoints: JaegerEndpoints, grpc_port: int, http_port: int) -> bool:
 def run_jaeger(binary: Path, workdir: Path) -> Iterator[JaegerEndpoints]:
     """Start Jaeger with a fresh loopback config in ``workdir``; stop it on exit."""
     otlp_grpc, otlp_http, query_http, query_grpc, health = free_ports(5)
+    ui_assets, ui_config = jaeger_ui_assets(), None
+    if ui_assets is not None:  # the UI config in a folder of its own, as Jaeger's docs keep it
+        ui_config = workdir / "ui" / UI_CONFIG.name
+        ui_config.parent.mkdir(exist_ok=True)
+        shutil.copyfile(UI_CONFIG, ui_config)
     config = workdir / "jaeger.yaml"
     config.write_text(jaeger_config(otlp_grpc=otlp_grpc, otlp_http=otlp_http, query_http=query_http,
-                                    query_grpc=query_grpc, health=health), encoding="utf-8")
+                                    query_grpc=query_grpc, health=health, ui_assets=ui_assets,
+                                    ui_config=ui_config), encoding="utf-8")
     log_path = workdir / "jaeger.log"
     process, offset = spawn_logged([str(binary), "--config", str(config)], log_path, cwd=workdir)
     endpoints = JaegerEndpoints(
         query_url=f"http://127.0.0.1:{query_http}", otlp_grpc=f"127.0.0.1:{otlp_grpc}",
         otlp_http=f"http://127.0.0.1:{otlp_http}", health_url=f"http://127.0.0.1:{health}/status",
-        log_path=log_path, process=process, log_offset=offset,
+        log_path=log_path, process=process, log_offset=offset, ui_assets=ui_assets,
     )
     try:
         endpoints.wait_ready(lambda: _ready(endpoints, otlp_grpc, otlp_http), timeout=_START_TIMEOUT)
