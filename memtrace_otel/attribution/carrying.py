@@ -118,13 +118,15 @@ class Carrying:
         carries it when it keeps the answer's exact tokens (numbers, the speaker
         asked about) and at least half of the gold's words the evidence holds.
         A lossy or swapped fact (a number changed, the key detail dropped) stays
-        close in meaning and is still not a carrier.
+        close in meaning and is still not a carrier, and so is a statement quoted
+        word for word from another message (a reply on the same topic).
         """
         index, info, embed = self.case.index, self.info, self.case.semantic
         assert embed is not None
         pieces = [text for text, tokens in index.pieces(variable)
                   if len(tokens - info.exact) >= _PARAPHRASE_MIN_WORDS
-                  and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)]
+                  and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)
+                  and not index.quoted_message(text) - {self.evidence}]
         if not pieces:
             return False
         vectors = embed([info.text, *pieces])

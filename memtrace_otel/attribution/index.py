@@ -96,6 +96,7 @@ class GraphIndex:
         self._marker_deletes: dict[str, list[tuple[int, str, str]]] | None = None
         self._scopes: dict[str, str] | None = None
         self._unit_ids: dict[str, list[str]] | None = None
+        self._message_sentences: dict[str, frozenset[str]] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -156,6 +157,20 @@ class GraphIndex:
                     found.extend((p, tokenize(p)) for p in (s.strip() for s in sentence.split(";")) if p)
             self._pieces[variable] = found
         return found
+
+    def quoted_message(self, piece: str) -> frozenset[str]:
+        """Message variables one of whose sentences ``piece`` is, word for word (empty if none).
+
+        A statement quoted from a message is that message, not a paraphrase of another.
+        """
+        if self._message_sentences is None:
+            found: dict[str, set[str]] = defaultdict(set)
+            for node, d in self.G.nodes(data=True):
+                if d.get("type") == "variable" and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
+                    for text, _ in self.pieces(node):
+                        found[_verbatim(text)].add(node)
+            self._message_sentences = {k: frozenset(v) for k, v in found.items()}
+        return self._message_sentences.get(_verbatim(piece), frozenset())
 
     def producer(self, variable: str) -> str | None:
         try:
@@ -503,6 +518,15 @@ def _scopes(index: GraphIndex) -> dict[str, str]:
     # A group no retrieval ever read from says nothing of which search could have returned its units.
     searched = {find(m) for m in parent if m.startswith("op ")}
     return {member: find(member) for member in sorted(parent) if find(member) in searched}
+
+
+_BRACKETS = re.compile(r"\[[^\]]*\]")
+
+
+def _verbatim(text: str) -> str:
+    """``text`` without bracketed notes (resolved times, photo captions), spacing and case: for
+    telling a quoted sentence."""
+    return " ".join(_BRACKETS.sub(" ", text).lower().split())
 
 
 def _store_id(data: dict[str, Any]) -> str | None:

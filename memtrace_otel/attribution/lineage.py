@@ -4,22 +4,39 @@ MemTrace's rule: the root cause is the earliest operation, in execution order,
 that is locally faulty for its own role and decisive. This engine reads that
 off the graph without a model:
 
-1. **Evidence.** The evaluation's evidence ids name message variables; without
-   them, messages are ranked against question + gold (BM25 and embeddings,
-   fused by reciprocal rank), then reordered by how well each fits the
-   question and the failed prediction and, with a gold, says it (:mod:`.evidence`).
+1. **Evidence.** The evaluation's evidence ids name message variables (an app's
+   own ids, ``msg:D3:5``, match ``D3:5``); without them, messages are ranked
+   against question + gold (BM25 and embeddings, fused by reciprocal rank),
+   then reordered by how well each fits the question and the failed
+   prediction and, with a gold, says it (:mod:`.evidence`).
 2. **Information.** What the answer needed (:mod:`.presence`): the gold's
-   content tokens the evidence holds (numbers and dates exactly), or the
-   evidence's own content when there is no usable gold.
-3. **Read side** (query time, along the answer's backward slice): the first
-   operation whose inputs carry the information (for a retrieval, the store
-   does) and whose outputs towards the answer do not is to blame -- a
-   retrieval or rerank is a RetrievalError, the generation a ResponseError.
-4. **Write side** (before the question, forward from the evidence): if no
-   memory unit holds the information when the question is asked, either some
-   unit held it and the update or deletion that removed the last such unit is
-   to blame (Update/DeletionError), or none ever did, and the extraction that
-   read a carrier and wrote none is (ExtractionError).
+   content tokens the evidence holds (numbers and dates exactly) and the
+   evidence sentence stating them, or the evidence's own content when there
+   is no usable gold. Stored records are read as what they say
+   (:func:`memtrace_otel.text.readable`: a JSON record's text, its timestamp
+   as a date, relative times resolved against it). A variable carries the
+   information when its words do, or when one of its statements paraphrases
+   the evidence sentence (offline embeddings) and keeps the answer's exact
+   tokens and half the gold's words (:mod:`.carrying`).
+3. **Read side** (the question's retrievals, reranks and generation: those on
+   the answer's history, in its trace, or reading its query; another
+   question's are left out): the first operation whose inputs carry the
+   information (for a retrieval, its own store or user scope does) and whose
+   outputs do not is to blame -- the op that wrote the answer a
+   ResponseError whatever its category, a retrieval or rerank a
+   RetrievalError. A unit alive in the searched scope and not returned is
+   that search's RetrievalError.
+4. **Write side** (before the question, forward from the evidence): an
+   operation is judged by what it wrote (memory units, versions, tombstones,
+   what it passed on), never by its prompts, raw model responses or model-call
+   steps. If no memory unit holds the information when the question is
+   asked, either some unit held it and the op that removed the last one is to
+   blame, or none ever did and the op that read a carrier and wrote none is.
+   The error type is the op's effect: a new version without it is an
+   UpdateError, a tombstone or a ``DELETED`` marker a DeletionError (a
+   window trim's tombstone, an update-role op's, stays an UpdateError), no
+   unit with it an ExtractionError; the category only decides what the
+   effect leaves open.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule); operations of the same
