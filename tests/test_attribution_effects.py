@@ -289,3 +289,50 @@ def test_the_scope_of_a_shared_store_is_read_off_what_searches_returned(tracer_p
     verdict = verdict_of(span_exporter)
     assert melanie_op != caroline_op
     assert (verdict.operation, verdict.error_type) == (caroline_op, ErrorType.RETRIEVAL)
+
+
+# -- stored records read as what they say -------------------------------------------------------------
+
+
+def test_a_json_record_reads_as_its_text_dated_in_words():
+    from memtrace_otel.text import readable
+
+    record = '{"id": "m1", "memory": "Ann went hiking last week", "timestamp": "2023-05-08T13:56:00"}'
+    assert readable(record) == "[8 May 2023] Ann went hiking last week [the week before 8 May 2023]"
+    assert readable(record, resolve=False) == "[8 May 2023] Ann went hiking last week"
+    buffer = '{"message_buffer": ["Ann: hi\\nTimestamp: 2023-05-08T13:56:00", "Bob: yo"]}'
+    assert readable(buffer) == "[8 May 2023] Ann: hi\nBob: yo"
+    assert readable("{not json") == "{not json"
+
+
+@pytest.mark.parametrize(("said", "meaning"), [
+    ("yesterday", "7 May 2023"), ("last weekend", "the weekend before 8 May 2023"),
+    ("last Friday", "the friday before 8 May 2023"), ("last year", "2022"), ("last month", "April 2023"),
+    ("two years ago", "2021"), ("3 days ago", "5 May 2023"), ("next month", "June 2023"),
+])
+def test_relative_times_resolve_against_the_line_date(said, meaning):
+    from memtrace_otel.text import readable
+
+    assert readable(f"[8 May 2023] Ann: I moved {said}.") == f"[8 May 2023] Ann: I moved {said} [{meaning}]."
+
+
+def test_a_relative_time_resolved_against_the_message_date_carries_the_gold(tracer_provider, span_exporter):
+    """'yesterday' said on 8 May 2023 is the gold '7 May 2023'; a unit on another day does not carry it."""
+    history = History(tracer_provider)
+    said = "[8 May 2023] Caroline: I went to the LGBTQ support group yesterday."
+    history.extract("D1:1", said, "[8 May 2023] Caroline went to an LGBTQ support group yesterday.")
+    history.extract("D1:2", "[9 May 2023] Caroline: The support group was great.",
+                    "[9 May 2023] Caroline liked the support group.")
+    others(history)
+    context = history.search("q1", ["D1:2"])
+    with history.mt.operation("answer", Category.GENERATION) as op:
+        op.read(context)
+        answer = op.write("answer:q1", "9 May 2023", kind=VariableKind.ANSWER)
+    with history.mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question="When did Caroline go to the LGBTQ support group?",
+                             prediction="9 May 2023", gold="7 May 2023", evidence=["D1:1"], answer=answer,
+                             case_id="q1")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (history.ops["search q1 s"], ErrorType.RETRIEVAL)
+    assert "mem:D1:1@1" in verdict.explanation
