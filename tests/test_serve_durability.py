@@ -350,3 +350,25 @@ def test_one_expensive_failure_does_not_hold_the_others() -> None:
         assert service.stop(30)
     slow_failed = set(failed_traces(slow))
     assert slow_failed <= {f"{s.context.trace_id:032x}" for s in exporter.get_finished_spans()}
+
+
+def test_the_grpc_sender_retries_only_what_the_collector_retries() -> None:
+    from memtrace_otel.collector.export import Answer, OtlpGrpcSender
+    from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver
+
+    taken: list[int] = []
+    receiver = OTLPGrpcReceiver(lambda spans, _size: taken.append(len(spans)) is None, port=0)
+    receiver.start()
+    try:
+        sender = OtlpGrpcSender(f"127.0.0.1:{receiver.address[1]}", timeout=10)
+        assert sender.send(encode_spans([_span()]).SerializeToString())[0] is Answer.ACCEPTED
+        answer, reason = sender.send(b"\xff\x00not a request")
+        assert answer is Answer.PERMANENT and "INVALID_ARGUMENT" in reason  # dropped, never retried
+        sender.shutdown()
+    finally:
+        receiver.stop()
+    assert taken == [1]
+    (dead,) = _free_ports(1)
+    down = OtlpGrpcSender(f"127.0.0.1:{dead}", timeout=2)
+    assert down.send(b"")[0] is Answer.RETRY  # nothing listens: UNAVAILABLE
+    down.shutdown()
