@@ -21,6 +21,7 @@ _COMMANDS = {
     "bench": "memtrace_otel.cli.bench_cmd:bench_group",
     "serve": "memtrace_otel.cli.serve_cmd:serve_command",
     "import": "memtrace_otel.cli.import_cmd:import_group",
+    "annotate": "memtrace_otel.cli.annotate_cmd:annotate_command",
 }
 
 

@@ -2,7 +2,8 @@
 
 A backend (Jaeger's or Tempo's query API) is any object with a ``name`` and
 :meth:`TraceBackend.fetch_traces`. One that can also find traces by a span
-attribute (both can) is a :class:`TraceSearch` too. Neither call raises for a
+attribute (both can) is a :class:`TraceSearch` too, and one that can find the traces of failed
+evaluations (both can; ``memtrace annotate`` needs it) a :class:`FailureSearch`. Neither call raises for a
 bad answer: what could not be fetched is a :class:`Problem`, and ``received``
 says which traces really came back.
 """
@@ -15,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from memtrace_otel.spans.model import Problem, SpanRecord
 
-__all__ = ["BackendFetch", "TraceBackend", "TraceSearch"]
+__all__ = ["BackendFetch", "FailureSearch", "TraceBackend", "TraceSearch"]
 
 
 @dataclass
@@ -60,4 +61,23 @@ class TraceSearch(Protocol):
         """The spans of up to ``limit`` traces of ``service`` (the newest first, where the backend
         chooses) with a span whose ``attribute`` equals ``value``, started within the window;
         ``limited`` when ``limit`` was reached. Bounded in time, never raises for a bad answer."""
+        ...
+
+
+@runtime_checkable
+class FailureSearch(Protocol):
+    """A backend that can find the traces holding a failed evaluation
+    (``memtrace.evaluation.passed = false``) in a time window: what ``memtrace annotate`` works on.
+
+    Its own call because the attribute is a boolean, which each backend's search spells its own way.
+    Implementations are thread-safe.
+    """
+
+    name: str
+
+    def search_failed_evaluations(self, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                  limit: int) -> BackendFetch:
+        """The spans (whole traces) of up to ``limit`` traces of ``service`` with a failed evaluation
+        span started within the window; ``limited`` when ``limit`` was reached. Bounded in time,
+        never raises for a bad answer."""
         ...

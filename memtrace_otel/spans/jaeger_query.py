@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.backend import BackendFetch
 from memtrace_otel.spans.http_fetch import (
     Bounds,
@@ -166,6 +167,16 @@ class JaegerQueryClient:
             keep_trace_spans(trace_id, url, records, problems, fetch)
         fetch.limited = len(traces) >= limit
         return fetch
+
+    def search_failed_evaluations(self, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                  limit: int) -> BackendFetch:
+        """Traces of ``service`` holding an evaluation span with ``memtrace.evaluation.passed = false``
+        in the window, whole; a :class:`~memtrace_otel.spans.backend.FailureSearch`.
+
+        Jaeger's tag search compares a boolean tag by its text, so ``"false"`` finds it. Never raises.
+        """
+        return self.search_traces(MemTrace.EVALUATION_PASSED, "false", service=service,
+                                  start_unix_nano=start_unix_nano, end_unix_nano=end_unix_nano, limit=limit)
 
     def _take(self, trace_id: str, url: str, outcome: Any, fetch: BackendFetch) -> str:
         """Add what one answer holds to ``fetch``; the reason it gave nothing, or ``""``."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from memtrace_otel.semconv import MemTrace
 from memtrace_otel.spans.backend import BackendFetch
 from memtrace_otel.spans.http_fetch import (
     Bounds,
@@ -210,9 +211,26 @@ class TempoQueryClient:
         A TraceQL search (``GET /api/search?q=...``, ``{"traces": [{"traceID": ...}]}``) names the
         traces, which are then fetched whole. Never raises: a failed search is one problem.
         """
-        fetch = BackendFetch()
         query = (f"{{ resource.service.name = {_traceql_string(service)} && "
                  f"span.{_traceql_name(attribute)} = {_traceql_string(value)} }}")
+        return self._search(query, f"{attribute}={value!r}", start_unix_nano, end_unix_nano, limit)
+
+    def search_failed_evaluations(self, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                  limit: int) -> BackendFetch:
+        """Traces of ``service`` holding an evaluation span with ``memtrace.evaluation.passed = false``
+        in the window, fetched whole; a :class:`~memtrace_otel.spans.backend.FailureSearch`.
+
+        The attribute is a boolean, so TraceQL compares it with a bare ``false`` (a string ``"false"``
+        matches nothing). Never raises: a failed search is one problem.
+        """
+        query = (f"{{ resource.service.name = {_traceql_string(service)} && "
+                 f"span.{_traceql_name(MemTrace.EVALUATION_PASSED)} = false }}")
+        return self._search(query, "failed evaluations", start_unix_nano, end_unix_nano, limit)
+
+    def _search(self, query: str, what: str, start_unix_nano: int, end_unix_nano: int,
+                limit: int) -> BackendFetch:
+        """The traces a TraceQL ``query`` finds in the window, fetched whole; ``what`` names it in errors."""
+        fetch = BackendFetch()
         params = {"q": query, "limit": str(limit), "start": str(start_unix_nano // 1_000_000_000),
                   "end": str(-(-end_unix_nano // 1_000_000_000))}
         url = f"{self.base_url}/api/search?{urllib.parse.urlencode(params)}"
@@ -221,7 +239,7 @@ class TempoQueryClient:
         if isinstance(answer, HTTPFetchError) or not isinstance(found, list):
             reason = (answer.reason if isinstance(answer, HTTPFetchError)
                       else "not a Tempo search answer (no traces list)")
-            fetch.problems.append(Problem(url, f"search for {attribute}={value!r} failed: {reason}"))
+            fetch.problems.append(Problem(url, f"search for {what} failed: {reason}"))
             return fetch
         ids: list[str] = []
         for trace in found:
