@@ -207,3 +207,43 @@ def test_parse_time_reads_unix_seconds_and_iso_8601() -> None:
     assert parse_time("2023-11-14T23:13:20+01:00") == 1700000000.0
     with pytest.raises(ValueError, match="not a time"):
         parse_time("-5")
+
+
+def test_tempo_searches_the_boolean_attribute_unquoted() -> None:
+    """TraceQL compares a boolean with a bare ``false``: ``"false"`` (a string) would match nothing."""
+    import http.server
+    import threading
+    import urllib.parse
+
+    from memtrace_otel.spans.backend import FailureSearch
+    from memtrace_otel.spans.tempo_query import TempoQueryClient
+
+    asked: list[dict[str, list[str]]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
+            body = json.dumps({"traces": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = TempoQueryClient(f"http://127.0.0.1:{server.server_address[1]}")
+        assert isinstance(client, FailureSearch)
+        fetch = client.search_failed_evaluations(service="svc", start_unix_nano=0, end_unix_nano=10**18,
+                                                 limit=7)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert fetch.problems == [] and fetch.received == set() and not fetch.limited
+    (query,) = asked
+    assert query["q"] == ['{ resource.service.name = "svc" && span.memtrace.evaluation.passed = false }']
+    assert query["limit"] == ["7"]
