@@ -72,9 +72,10 @@ _DEFAULT_MAX_QUEUE = 256
 _DEFAULT_TIMEOUT_MILLIS = 30_000
 # The worker's CPU, as a share of one core: in CPython its work holds the GIL, so what it uses the
 # application's threads lose. 5% leaves the application within the 10% the issue allows, with room
-# for the per-span hooks; a burst of one second lets a quiet application's rare failures all through.
+# for the per-span hooks. A burst of a quarter CPU-second lets a quiet application's rare failures
+# through at once; a larger one would be a share of the first seconds of a busy one (1 s: 20% of 5 s).
 _DEFAULT_CPU_BUDGET = 0.05
-_BURST_CPU_SECONDS = 1.0
+_BURST_CPU_SECONDS = 0.25
 
 _CATEGORY, _GEN_AI_OPERATION = MemTrace.OPERATION_CATEGORY, GenAI.OPERATION_NAME
 _PASSED = MemTrace.EVALUATION_PASSED
@@ -144,7 +145,8 @@ class AttributionSpanProcessor(SpanProcessor):
         it is taken from the application's threads: when failures come faster
         than the budget pays for, the worker skips them (counted in
         ``stats()['jobs_skipped_budget']``, logged once) rather than slow the
-        application. It may spend up to one CPU-second ahead (a burst).
+        application. It may spend a quarter CPU-second ahead (a burst), and one costly graph
+        or case may overdraw it: what follows waits until that is paid back.
 
     Raises
     ------
@@ -184,6 +186,7 @@ class AttributionSpanProcessor(SpanProcessor):
         # CPU-seconds the worker may still spend (a token bucket, refilled at cpu_budget per second
         # of wall time up to the burst); the worker's alone.
         self._cpu_left, self._cpu_refilled = _BURST_CPU_SECONDS, time.monotonic()
+        self._cpu_spent = 0.0  # CPU-seconds the worker spent on graphs and cases (stats: worker_cpu_ms)
         if isinstance(engine, Engine):
             self._engine = engine
         elif isinstance(engine, str):
@@ -344,7 +347,9 @@ class AttributionSpanProcessor(SpanProcessor):
         return False
 
     def _spent(self, started: float) -> None:
-        self._cpu_left -= time.thread_time() - started
+        used = time.thread_time() - started
+        self._cpu_left -= used
+        self._cpu_spent += used
 
     def _drop_aged(self) -> None:
         """Remove the spans older than max_age from the index (the application may append meanwhile)."""
@@ -444,7 +449,8 @@ class AttributionSpanProcessor(SpanProcessor):
         ``step_parents_dropped`` (spans between a model call and its operation no longer
         waited for: the call may lose its operation), ``jobs_unattributed_shutdown`` (queued
         when :meth:`shutdown`'s deadline passed), ``jobs_skipped_budget`` (over the CPU
-        budget) (zero when nothing happened).
+        budget), ``worker_cpu_ms`` (CPU time the worker spent building graphs and attributing: in
+        CPython, GIL time the application's threads did not have) (zero when nothing happened).
         """
         keys = ("jobs_queued", "jobs_dropped_queue_full", "jobs_dropped_shutdown",
                 "jobs_evicted", "jobs_skipped_budget", "attributed", "unattributed", "annotation_spans",
@@ -454,7 +460,7 @@ class AttributionSpanProcessor(SpanProcessor):
         spans, records = self._snapshot(), self._records
         result = {"indexed": len(spans), "waiting": sum(span not in records for span in spans),
                   "evicted_size": sum(list(self._evicted_by_thread.values())),
-                  "evicted_age": self._evicted_age,
+                  "evicted_age": self._evicted_age, "worker_cpu_ms": round(self._cpu_spent * 1000),
                   "jobs_unattributed_shutdown": self._jobs.unexported_at_shutdown}
         with self._counts_lock:
             result.update((key, self._counts[key]) for key in keys)
