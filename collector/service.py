@@ -53,7 +53,7 @@ from opentelemetry.trace import Tracer
 
 from memtrace_otel.attribution import create_engine
 from memtrace_otel.attribution.base import Attribution
-from memtrace_otel.attribution.runner import analyze
+from memtrace_otel.attribution.runner import NO_CONTENT_WARNING, analyze
 from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, trace_index
 from memtrace_otel.collector.budget import Budget, BudgetedBackend, RateLimiter, budgeted
@@ -250,7 +250,8 @@ class AttributionService:
                              "redo_seconds >= 0")
         self.store_lookback = store_lookback
         self.max_backlog = max_backlog
-        self._warned_unsearchable = self._warned_no_content = False
+        self._warned_unsearchable = False
+        self._warned: set[bool] = set()  # the engine's warnings said: no content (True), engine failures
         self.assembler = assembler or TraceAssembler()
         self.backend = backend
         self._content_by_hash = content_by_hash
@@ -482,8 +483,9 @@ class AttributionService:
         self.stats.add(attributions=len(found.attributions), redone=int(job.redo is not None))
 
     def _no_content(self, message: str) -> None:
-        if not self._warned_no_content:  # once per service, not per failure
-            self._warned_no_content = True
+        kind = message == NO_CONTENT_WARNING  # or the engine failed on the case: each kind once
+        if kind not in self._warned:  # once per service, not per failure
+            self._warned.add(kind)
             _logger.warning(message)
 
     def _count_budget(self, backend: BudgetedBackend, trace_id: str) -> None:
