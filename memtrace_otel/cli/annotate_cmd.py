@@ -341,5 +341,6 @@ def annotate_command(
             f"{outcome['already_annotated']} already annotated, "
             + (f"{len(attributions)} would be annotated (dry run)" if dry_run else
                f"{outcome['annotated']} annotated now ({written} span(s) written{where})")
-            + (f", {unattributed} without a root cause" if unattributed else ""))
+            + (f", {unattributed} without a root cause" if unattributed else ""),
+            soft_wrap=True)  # one line in a cron log, whatever the width
     ctx.exit(code)
