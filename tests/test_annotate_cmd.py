@@ -125,7 +125,7 @@ def test_annotate_writes_each_failure_once_and_a_second_run_writes_nothing(
     failed = stored.failed()
     assert len(failed) >= 2  # the agent does get answers wrong, so the run is not vacuous
 
-    first, outcome = _annotate(jaeger, stored.service)
+    first, outcome = _annotate(jaeger, stored.service, "--backend-otlp", jaeger.otlp_http)  # base URL
     assert first.exit_code == 0, first.output
     assert outcome["failures"] == len(failed) and outcome["already_annotated"] == 0
     assert outcome["annotated"] == len(failed)
@@ -195,6 +195,7 @@ def test_an_unreachable_backend_is_exit_1_in_one_line() -> None:
       "--until", "2029-01-01"], "window is empty"),
     (["--jaeger", "http://127.0.0.1:9", "--service", "x", "--dry-run", "--since", "yesterday"],
      "neither Unix seconds nor an ISO 8601"),
+    (["--jaeger", "http://127.0.0.1:9", "--service", "x", "--backend-otlp", "ftp://h/"], "not http(s)://"),
 ])
 def test_usage_errors_are_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["annotate", *args])

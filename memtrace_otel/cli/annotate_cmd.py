@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import networkx as nx
@@ -65,7 +66,7 @@ from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.readers import SpanReadResult
 from memtrace_otel.version import __version__
 
-__all__ = ["annotate_command", "parse_time"]
+__all__ = ["annotate_command", "parse_time", "traces_endpoint"]
 
 _EXPORT_BATCH = 512  # spans per OTLP request: far below any backend's request size limit
 _EXPORT_TIMEOUT = 10.0  # seconds per OTLP request (the exporter retries within it)
@@ -221,6 +222,24 @@ def _export(spans: Sequence[ReadableSpan], endpoint: str, bar: Progress | None) 
     return sent
 
 
+def traces_endpoint(url: str) -> str:
+    """The OTLP/HTTP traces URL of ``--backend-otlp``: a base URL gets ``/v1/traces``, as ``serve``'s does.
+
+    >>> traces_endpoint("http://127.0.0.1:4318"), traces_endpoint("127.0.0.1:4318/v1/traces")
+    ('http://127.0.0.1:4318/v1/traces', 'http://127.0.0.1:4318/v1/traces')
+
+    Raises
+    ------
+    ValueError
+        Not ``http(s)://host[:port][/path]``.
+    """
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"backend OTLP endpoint {url!r} is not http(s)://host:port")
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path if path.endswith('/v1/traces') else path + '/v1/traces'}"
+
+
 def _row(G: nx.DiGraph, a: Attribution) -> dict[str, Any]:
     data = G.nodes[a.case.evaluation]
     return {"trace_id": data["trace_id"], "span_id": data["span_id"], "case_id": a.case.case_id,
@@ -257,7 +276,8 @@ def _iso(seconds: float) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True,
               help="Most traces with failures taken per service and run (the newest); bounds the run.")
 @click.option("--backend-otlp", "otlp_url", metavar="URL",
-              help="OTLP/HTTP traces endpoint of the same backend (e.g. http://127.0.0.1:4318/v1/traces).")
+              help="OTLP/HTTP endpoint of the same backend, where the annotations go (e.g. "
+                   "http://127.0.0.1:4318; /v1/traces is added when missing).")
 @click.option("--dry-run", is_flag=True, help="Attribute and report, write nothing.")
 @click.option("--engine", type=EngineChoice(), default="lineage", show_default=True,
               help="Attribution engine.")
@@ -282,6 +302,11 @@ def annotate_command(
     if not (otlp_url or dry_run):
         raise click.UsageError("give --backend-otlp URL (where the annotations are written) or --dry-run")
     start, end = _window(since, until, lookback)
+    if otlp_url:
+        try:
+            otlp_url = traces_endpoint(otlp_url)
+        except ValueError as error:
+            raise click.BadParameter(safe_text(error), param_hint="--backend-otlp") from None
     backend = open_backend_option(jaeger_url, tempo_url)
     if not isinstance(backend, FailureSearch):
         raise click.UsageError(f"{safe_text(getattr(backend, 'name', backend))} cannot search for failures")
