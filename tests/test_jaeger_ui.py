@@ -259,7 +259,6 @@ def test_from_the_root_cause_back_to_the_failed_evaluation(ui_jaeger: JaegerEndp
     blamed_operation = verdict.attributes[_A.ROOT_CAUSE_OPERATION_NAME]
     assert walk.tag_value(_A.ROOT_CAUSE_OPERATION_NAME).text == blamed_operation
     assert walk.tag_value(_A.ERROR_TYPE).text == ErrorType.UPDATE.value
-    walk.screenshot("root-cause")
 
     walk.follow(f"//*[contains(@class,'KeyValueTable')]//tr[td[normalize-space(.)='{_A.EVALUATION_TRACE_ID}']]"
                 "/td[2]//a")
