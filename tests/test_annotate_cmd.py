@@ -248,3 +248,10 @@ def test_tempo_searches_the_boolean_attribute_unquoted() -> None:
     (query,) = asked
     assert query["q"] == ['{ resource.service.name = "svc" && span.memtrace.evaluation.passed = false }']
     assert query["limit"] == ["7"]
+
+
+def test_a_search_that_hits_the_limit_is_exit_3(jaeger: JaegerEndpoints, stored: StoredRun) -> None:
+    result, outcome = _annotate(jaeger, stored.service, "--limit", "1", "--dry-run")
+    assert result.exit_code == 3, result.output
+    assert outcome["limited"] == [stored.service] and outcome["traces_searched"] == 1
+    assert "hit --limit 1" in result.stderr
