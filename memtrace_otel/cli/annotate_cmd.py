@@ -307,6 +307,12 @@ def annotate_command(
             otlp_url = traces_endpoint(otlp_url)
         except ValueError as error:
             raise click.BadParameter(safe_text(error), param_hint="--backend-otlp") from None
+    if not dry_run:
+        try:
+            import opentelemetry.exporter.otlp.proto.http  # noqa: F401 - only: is the extra installed?
+        except ImportError:
+            raise click.ClickException("`memtrace annotate` writes by OTLP/HTTP, whose exporter comes with "
+                                       "pip install 'memtrace-otel[serve]' (or use --dry-run)") from None
     backend = open_backend_option(jaeger_url, tempo_url)
     if not isinstance(backend, FailureSearch):
         raise click.UsageError(f"{safe_text(getattr(backend, 'name', backend))} cannot search for failures")
