@@ -101,13 +101,15 @@ class Carrying:
             return producer is not None and any(self(v) for v in index.inputs(producer))
         return False
 
-    def about(self, variable: str) -> bool:
-        """Whether ``variable`` is about the same fact (holds much of the sentence stating it), carrying
-        it or not: what tells a lossy rewrite of the fact from an unrelated write."""
+    def about(self, variable: str, *, besides: str | None = None) -> bool:
+        """Whether ``variable`` states something about the same fact (much of the sentence stating it),
+        carrying it or not, that ``besides`` (its previous version) did not: what tells a lossy
+        rewrite of the fact from an unrelated write, or from a window that stayed as it was."""
         index = self.case.index
         if self.structural or index.content(variable) is None:
             return variable in self.descendants
-        return any(self.info.related(line) for line in index.lines(variable))
+        before = {text for text, _ in index.pieces(besides)} if besides is not None else set()
+        return any(self.info.related(tokens) for text, tokens in index.pieces(variable) if text not in before)
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.

@@ -277,16 +277,18 @@ def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
 def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType, str]:
     """The error type of an op that read the information and wrote nothing carrying it, by its effect.
 
-    It rewrote a unit about the same fact without it (an update, or a lossy
-    merge into an older memory): UpdateError; it deleted one: DeletionError;
-    else it wrote no unit with it: ExtractionError.
+    It rewrote a unit into a new statement about the same fact without it (an
+    update, or a lossy merge into an older memory): UpdateError; it deleted
+    one: DeletionError; else it wrote no unit with it: ExtractionError (an
+    append that left a window as it was, what it held about the fact included).
     """
     index = case.index
     written = index.written(op)
     for variable in written:
         if index.is_stored(variable) and not index.data(variable).get("deleted"):
             versions = index.versions(index.data(variable)["name"])
-            if versions and versions[0] != variable and carries.about(variable):
+            position = versions.index(variable) if variable in versions else 0
+            if position and carries.about(variable, besides=versions[position - 1]):
                 return ErrorType.UPDATE, f"it rewrote {variable} without the information"
     if any(index.is_deletion_marker(v) or index.data(v).get("deleted") for v in written) and not any(
             index.is_stored(v) and not index.data(v).get("deleted") for v in written):
