@@ -4,9 +4,11 @@ One :class:`LineageCase` per failed evaluation holds what every evidence
 message's walk shares (the answer's slice, when the question started being
 answered, the stores it read); one :class:`Carrying` per evidence message
 answers "does this variable carry its information?" -- from captured content
-(:mod:`.presence`), or from lineage alone when content was not captured -- and
-walks forward from the message to the carriers it reached and the operations
-that dropped it. Per-case work is proportional to the case's slice and
+(:mod:`.presence`'s word shares, a paraphrase close in embedding space, a list
+of record ids standing for the records), or from lineage alone when content
+was not captured -- and walks forward from the message to the carriers it
+reached and the operations that dropped it (judged by what they wrote, not
+by their prompts or raw model responses). Per-case work is proportional to the case's slice and
 lineage; store-wide questions go through the graph's index.
 """
 
