@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from memtrace_otel.attribution.index import GraphIndex
+from memtrace_otel.attribution.index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.semconv import Category, VariableKind
@@ -94,7 +94,7 @@ class Carrying:
             return True
         if self.case.semantic is not None and self.info.text and self._paraphrases(variable):
             return True
-        if not index.is_stored(variable) and self._references_carrier(variable):
+        if index.data(variable).get("kind") not in STORED_KINDS and self._references_carrier(variable):
             return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
         # so a truncated variable carries what its producer read.
