@@ -135,7 +135,8 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
                    if v in case.answer_slice or v == case.answer or index.category(op) in _READ_OPS]
         kept = next((v for v in outputs if carries(v)), None)
         if kept is not None:
-            reached = reached or kept
+            if index.data(kept).get("kind") not in _NOT_CONTEXT:  # a query says the question, not the fact
+                reached = reached or kept
             continue
         return _read_verdict(case, op, carrier)
     if alive:
