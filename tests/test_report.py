@@ -140,7 +140,8 @@ def test_bench_reports_the_labelled_cases(spans: str, failures: list[dict], tmp_
     out = tmp_path / "r.html"
     result = CliRunner().invoke(main, ["report", "--bench", str(tmp_path / "bench"), "--out", str(out)])
     assert result.exit_code == 3, result.output
-    assert "no-such-case: no failed evaluation" in result.stderr and "case 4" in result.stderr
+    # The unusable row is named by its line in the labels file (bench.score.load_labels), the rest is drawn.
+    assert "no-such-case: no failed evaluation" in result.stderr and "labels.jsonl:4:" in result.stderr
     html = out.read_text(encoding="utf-8")
     assert html.count('<section class="failure"') == len(wanted)  # only the labelled ones, not all failures
     first = html.index(f"{wanted[1]['case_id']}: labelled {wanted[1]['error_type']} in labelled.op")

@@ -190,14 +190,8 @@ def _pipelines(files: tuple[str, ...], separate: bool,
     except (FileNotFoundError, OSError) as error:
         raise click.ClickException(safe_text(error)) from None
     by_files: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for number, row in enumerate(labels, 1):
-        spans, case_id = row["spans"], row["case_id"]
-        if not (isinstance(spans, list) and spans and all(isinstance(p, str) for p in spans)
-                and isinstance(case_id, str)):
-            problems.append(f"{os.path.join(bench, 'labels.jsonl')}: case {number}: 'case_id' is not a "
-                            "string or 'spans' not a list of paths; skipped")
-            continue
-        by_files.setdefault(tuple(sorted(spans)), []).append(row)
+    for row in labels:  # load_labels kept only rows with a string case id and span paths inside bench
+        by_files.setdefault(tuple(sorted(row["spans"])), []).append(row)
     batches: dict[str, list[_Pipeline]] = {}
     for spans, rows in by_files.items():
         cases = tuple((r["case_id"], _case_label(r)) for r in rows)
