@@ -7,9 +7,16 @@ write-back/services in ``memtrace_otel.exporters`` and ``memtrace_otel.collector
 
 :func:`analyze` is the library's whole pipeline in one call (span files or records -> the
 traces their failures need, gathered from a backend -> graph -> one verdict per failed
-answer); it is loaded on first use, so instrumenting an application imports none of it.
+answer). It and the other analysis names (:class:`AttributionSpanProcessor`,
+:func:`read_span_files`, :func:`build_graph`, :class:`Mem0Instrumentor`) are loaded on first
+use, so instrumenting an application imports none of them.
+
+>>> import memtrace_otel
+>>> memtrace_otel.build_graph.__module__, memtrace_otel.AttributionSpanProcessor.__name__
+('memtrace_otel.graph.build', 'AttributionSpanProcessor')
 """
 
+import importlib
 from typing import Any
 
 from memtrace_otel.instrument import MemoryTracer, Operation, Variable, current_operation
@@ -17,21 +24,40 @@ from memtrace_otel.semconv import Category, EvaluationSignal, VariableKind
 from memtrace_otel.version import __version__
 
 __all__ = [
+    "AttributionSpanProcessor",
     "Category",
     "EvaluationSignal",
+    "Mem0Instrumentor",
     "MemoryTracer",
     "Operation",
     "Variable",
     "VariableKind",
     "__version__",
     "analyze",
+    "build_graph",
     "current_operation",
+    "read_span_files",
 ]
+
+# name -> module, imported on first use (PEP 562): the analysis side is heavy, and the mem0
+# instrumentor needs the [mem0] extra.
+_LAZY = {
+    "analyze": "memtrace_otel.attribution.runner",
+    "AttributionSpanProcessor": "memtrace_otel.writeback.processor",
+    "build_graph": "memtrace_otel.graph.build",
+    "read_span_files": "memtrace_otel.spans.readers",
+    "Mem0Instrumentor": "memtrace_otel.instrument.mem0",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "analyze":
-        from memtrace_otel.attribution.runner import analyze
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memtrace_otel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return analyze
-    raise AttributeError(f"module 'memtrace_otel' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
