@@ -58,7 +58,13 @@ from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, trace_index
 from memtrace_otel.collector.budget import Budget, BudgetedBackend, RateLimiter, budgeted
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBUF, DurableStore, Redo, now
-from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender, encode_spans
+from memtrace_otel.collector.export import (
+    DurableOutbox,
+    Sender,
+    SpanExporterSender,
+    encode_spans,
+    under_annotated_resources,
+)
 from memtrace_otel.collector.memory import Admission
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import MemTrace, MemTraceAttribution
@@ -470,6 +476,9 @@ class AttributionService:
         written: list[ReadableSpan] = []
         for attribution in found.attributions:
             written.extend(self._annotate(self._tracer, found.graph, attribution, quotable, marks))
+        # Each annotation under its application's service (issue 25): the resource of the span it
+        # hangs under, so a search of that service by memtrace.error_type finds it.
+        written = under_annotated_resources(written, _resources(found.spans.spans, written))
         batches = [(len(written), encode_spans(written))] if written else []
         redo = None
         if failed_backend:
@@ -520,6 +529,24 @@ class AttributionService:
         self.stats.add(linked_fetched=len(fetched.received), linked_missing=len(fetched.still_missing))
         for problem in fetched.problems[:5]:
             _logger.warning("linked trace fetch: %s", problem)
+
+
+def _resources(spans: Sequence[SpanRecord], annotations: Sequence[ReadableSpan],
+               ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(trace id, span id) -> the resource attributes the span was recorded with, for the spans the
+    ``annotations`` hang under (``service.name`` from the record when the resource lacks it: Jaeger's
+    reader keeps it apart)."""
+    wanted = {(f"{a.parent.trace_id:032x}", f"{a.parent.span_id:016x}") for a in annotations if a.parent}
+    resources: dict[tuple[str, str], dict[str, Any]] = {}
+    for span in spans:
+        if (span.trace_id, span.span_id) not in wanted:
+            continue
+        attributes: dict[str, Any] = dict(span.resource_attributes)
+        if span.service_name and "service.name" not in attributes:
+            attributes["service.name"] = span.service_name
+        if attributes:
+            resources[(span.trace_id, span.span_id)] = attributes
+    return resources
 
 
 def _digest(spans: Sequence[SpanRecord]) -> str:

@@ -414,6 +414,8 @@ class MemTraceAttribution:
     """Trace id of the root-cause span, 32 lowercase hex digits."""
     ROOT_CAUSE_SPAN_ID = "memtrace.root_cause.span_id"
     """Span id of the root-cause span, 16 lowercase hex digits."""
+    ROOT_CAUSE_SPAN_NAME = "memtrace.root_cause.span.name"
+    """Name of the root-cause span, as the trace UI lists it (``update_memory tiny-memory``)."""
     EVALUATION_TRACE_ID = "memtrace.attribution.evaluation.trace_id"
     """Trace id of the failed evaluation span."""
     EVALUATION_SPAN_ID = "memtrace.attribution.evaluation.span_id"
@@ -425,7 +427,10 @@ class MemTraceAttribution:
     EXPLANATION = "memtrace.attribution.explanation"
     """Why the engine blamed that operation (quotes content only with content capture on)."""
     EVIDENCE_PATH = "memtrace.attribution.evidence_path"
-    """Graph node ids from the evidence to the evaluation through the root cause."""
+    """Graph node ids from the evidence to the evaluation through the root cause; on the
+    ``memtrace.attribution.evidence`` event (:data:`EVIDENCE_EVENT`), not among the span's tags."""
+    ALTERNATIVES = "memtrace.attribution.alternatives"
+    """The runners-up, best first, short: span name, error type and confidence of each."""
     FAILURE_REASON = "memtrace.attribution.failure_reason"
     """Why no operation could be blamed (only on unattributed failures)."""
     STEP_SPAN_ID = "memtrace.attribution.step.span_id"
@@ -451,6 +456,8 @@ class AnnotationSpan(StrEnum):
 
 WRITEBACK_SCOPE = "memtrace_otel.writeback"
 """Instrumentation scope of the write-back spans; the in-process processor ignores its spans."""
+EVIDENCE_EVENT = "memtrace.attribution.evidence"
+"""Event of a write-back span holding the evidence path (``memtrace.attribution.evidence_path``)."""
 ROOT_CAUSE_EVALUATION_NAME = "memtrace.root_cause"
 """``gen_ai.evaluation.name`` of the ``gen_ai.evaluation.result`` event on write-back spans."""
 
@@ -463,8 +470,8 @@ class MemTraceBench:
     """Index of the LoCoMo session an ingestion trace holds (on its root operation)."""
 
 
-__all__ += ["ROOT_CAUSE_EVALUATION_NAME", "WRITEBACK_SCOPE", "AnnotationSpan", "MemTraceAttribution",
-            "MemTraceBench"]
+__all__ += ["EVIDENCE_EVENT", "ROOT_CAUSE_EVALUATION_NAME", "WRITEBACK_SCOPE", "AnnotationSpan",
+            "MemTraceAttribution", "MemTraceBench"]
 
 
 # -- smartcomment import ----------------------------------------------------------------------

@@ -182,8 +182,12 @@ def _exported_verdict(received: Received, evaluation: tuple[str, str]) -> Verdic
     found = _attributes(span)
     assert (found[_A.EVALUATION_TRACE_ID], found[_A.EVALUATION_SPAN_ID]) == evaluation
     blamed = found.get(_A.ROOT_CAUSE_TRACE_ID), found.get(_A.ROOT_CAUSE_SPAN_ID)
+    # The span's explanation is in plain words (writeback/explain.py); the engine's own, when it may
+    # be written, is the gen_ai.evaluation.result event's.
+    (result,) = [_attributes(e) for e in span.events if e.name == "gen_ai.evaluation.result"]
+    reasoning = result["gen_ai.evaluation.explanation"]
     return Verdict(evaluation, found.get(_A.ERROR_TYPE), found.get(_A.ROOT_CAUSE_OPERATION_NAME),
-                   blamed if all(blamed) else None, found[_A.CONFIDENCE], found[_A.EXPLANATION])
+                   blamed if all(blamed) else None, found[_A.CONFIDENCE], reasoning)
 
 
 def _reference(records: list[Any], **content: Any) -> Verdict:

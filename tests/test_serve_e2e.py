@@ -47,7 +47,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from memtrace_otel import MemoryTracer
-from memtrace_otel.semconv import AnnotationSpan, ErrorType, MemTrace, MemTraceAttribution
+from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, ErrorType, MemTrace, MemTraceAttribution
 
 import jaeger_harness
 import otelcol_harness
@@ -91,7 +91,7 @@ class LiveRun:
 
     def annotations(self, role: AnnotationSpan) -> list[dict[str, Any]]:
         return [s for spans in self.stored.values() for s in spans
-                if s["operationName"] == role and s["serviceName"] == "memtrace"]
+                if s["operationName"] == role and s["serviceName"] == self.service]
 
     def root_span_names(self) -> dict[str, str]:
         return {hex_ids(s)[0]: s.name for s in self.sent if s.parent is None}
@@ -194,10 +194,10 @@ def live_run(request: pytest.FixtureRequest) -> LiveRun:
 def test_every_application_span_is_in_jaeger(live_run: LiveRun) -> None:
     for trace_id, spans in live_run.stored.items():
         sent = {hex_ids(s)[1] for s in live_run.sent if hex_ids(s)[0] == trace_id}
-        application = {s["spanID"].rjust(16, "0") for s in spans if s["serviceName"] == live_run.service}
+        application = {s["spanID"].rjust(16, "0") for s in spans if s["operationName"] not in _ANNOTATIONS}
         assert application == sent, trace_id
-        others = [s for s in spans if s["serviceName"] != live_run.service]
-        assert all(s["operationName"] in _ANNOTATIONS for s in others), others
+        # every span, annotations too, under the application's service (issue 25, item 4)
+        assert {s["serviceName"] for s in spans} == {live_run.service}, trace_id
     assert {hex_ids(s)[0] for s in live_run.sent} == set(live_run.stored)
 
 
@@ -218,7 +218,8 @@ def test_each_failure_has_its_attribution_span_under_the_evaluation(live_run: Li
             assert found["otel.status_description"] == f"{verdict.error_type} in {verdict.operation_name}"
         assert references(span) == expected_refs
         assert found[_A.ENGINE] == "lineage" and found[_A.EXPLANATION]
-        (log,) = span["logs"]
+        assert found["otel.scope.name"] == WRITEBACK_SCOPE  # under the app's service, written by memtrace
+        (log,) = [log for log in span["logs"] if tags({"tags": log["fields"]}).get("gen_ai.evaluation.name")]
         assert tags({"tags": log["fields"]}).get("gen_ai.evaluation.score.label") == verdict.error_type
 
 
@@ -258,7 +259,8 @@ def test_tag_search_finds_exactly_the_annotated_traces(live_run: LiveRun) -> Non
                 traces.add(verdict.root_cause[0])
     assert by_type
     for error_type, traces in by_type.items():
-        assert tag_search(live_run.jaeger.query_url, "memtrace", {_A.ERROR_TYPE: error_type},
+        # a search of the APPLICATION's service finds them (issue 25, item 4)
+        assert tag_search(live_run.jaeger.query_url, live_run.service, {_A.ERROR_TYPE: error_type},
                           since=live_run.since) == traces, error_type
 
 

@@ -30,7 +30,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, ErrorType, MemTrace, MemTraceAttribution
+from memtrace_otel.semconv import (
+    EVIDENCE_EVENT,
+    WRITEBACK_SCOPE,
+    AnnotationSpan,
+    ErrorType,
+    MemTrace,
+    MemTraceAttribution,
+)
 
 import jaeger_harness
 from jaeger_harness import JaegerEndpoints
@@ -163,8 +170,14 @@ def test_each_failure_has_its_attribution_span_under_the_evaluation(live_run: Li
         status = f"{sent[_A.ERROR_TYPE]} in {sent[_A.ROOT_CAUSE_OPERATION_NAME]}"
         assert tags["otel.status_description"] == status
         assert _references(stored) == {("CHILD_OF", *evaluation), ("FOLLOWS_FROM", *blamed)}
-        (log,) = stored["logs"]
-        assert _tags({"tags": log["fields"]})["gen_ai.evaluation.score.label"] == sent[_A.ERROR_TYPE]
+        logs = {_tags({"tags": log["fields"]}).get("event"): _tags({"tags": log["fields"]})
+                for log in stored["logs"]}
+        assert logs["gen_ai.evaluation.result"]["gen_ai.evaluation.score.label"] == sent[_A.ERROR_TYPE]
+        assert _A.EVIDENCE_PATH in logs[EVIDENCE_EVENT]  # the path is a log, not a tag
+        assert _A.EVIDENCE_PATH not in tags
+        (blamed_span,) = [s for s in live_run.stored[blamed[0]] if s["spanID"].rjust(16, "0") == blamed[1]]
+        assert tags[_A.ROOT_CAUSE_SPAN_NAME] == blamed_span["operationName"]  # as Jaeger names it
+        assert not stored.get("warnings"), stored.get("warnings")  # no clock-skew warning
 
 
 def test_each_root_cause_trace_has_its_root_cause_span(live_run: LiveRun) -> None:

@@ -157,7 +157,7 @@ def test_the_annotation_names_the_model_call_that_lost_the_fact(pipeline) -> Non
     annotations = _annotations(spans)
     _assert_names_the_step(annotations, extraction, call)
     explanation = annotations[AnnotationSpan.ATTRIBUTION][A.EXPLANATION]
-    assert "its prompt held the information and its response does not" in explanation
+    assert f'model call "{call.name}" (span {call.context.span_id:016x})' in explanation
 
 
 def test_calls_under_spans_in_between_are_kept_and_calls_outside_operations_are_not(pipeline) -> None:
@@ -185,7 +185,7 @@ def test_with_capture_off_the_step_is_named_without_content(pipeline) -> None:
     annotations = _annotations(spans)
     _assert_names_the_step(annotations, extraction, call)  # untested: the last text-answering call
     explanation = annotations[AnnotationSpan.ATTRIBUTION][A.EXPLANATION]
-    assert f"model call {call.name!r} (span {call.context.span_id:016x})" in explanation
+    assert f'model call "{call.name}" (span {call.context.span_id:016x})' in explanation
     assert SECRET not in json.dumps(list(annotations.values()))
 
 

@@ -16,8 +16,17 @@ root cause that went wrong, when it made any), status ``ERROR`` and the GenAI
 verdict, and a tag search finds both. When the root cause is in the failed
 trace itself both spans are still written (one under each span).
 
-The spans start now and last as long as it takes to write them: a late span's
-time is when the verdict was made, not when the failure happened.
+Written for a reader of the trace UI (issue 25): given the graph (:func:`annotate`), the
+explanation says in plain words what was lost and where (:mod:`~memtrace_otel.writeback.explain`),
+the blamed span is named as the UI shows it (``memtrace.root_cause.span.name``), the runners-up
+are one short line (``memtrace.attribution.alternatives``), and the evidence path, a long list of
+graph ids, is in a ``memtrace.attribution.evidence`` event rather than among the tags, where Jaeger
+would unfold it above the key ones.
+
+Time: given the graph, a span lies inside its parent's time range (the parent's last nanosecond):
+Jaeger's clock-skew adjuster warns on every child outside its parent when the spans carry no host
+attributes, and a late span stamped "now" always is. Without the parent's times (the ``write_*``
+calls without ``graph``) the span starts now and lasts as long as it takes to write it.
 
 Every string value is cut to :data:`MAX_VALUE_CHARS` characters (lists to :data:`MAX_LIST_ITEMS`
 items), with a marker: one failed trace with a 3 MiB operation name once made the backend refuse
@@ -31,6 +40,7 @@ Thread-safe as far as the tracer is (the SDK's is).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -39,6 +49,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 
 from memtrace_otel.attribution import Attribution
 from memtrace_otel.semconv import (
+    EVIDENCE_EVENT,
     ROOT_CAUSE_EVALUATION_NAME,
     AnnotationSpan,
     GenAI,
@@ -46,6 +57,7 @@ from memtrace_otel.semconv import (
     MemTraceAttribution,
 )
 from memtrace_otel.suppress import suppress_instrumentation
+from memtrace_otel.writeback.explain import alternatives_text, plain_explanation, span_name_of
 
 __all__ = [
     "annotate",
@@ -98,14 +110,17 @@ def root_cause_context(attribution: Attribution) -> SpanContext | None:
 
 def annotation_attributes(
     attribution: Attribution, evaluation: SpanContext, role: AnnotationSpan, *,
-    include_explanation: bool = True, marks: Mapping[str, Any] | None = None,
+    include_explanation: bool = True, marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
 ) -> dict[str, Any]:
     """The attributes both write-back spans carry (``role`` says which span this is).
 
     ``include_explanation=False`` writes a structural explanation (names, ids and
     error type) instead of the engine's, which may quote memory contents: use it
     when content capture is off. ``marks`` are added as they are (``memtrace serve``'s
-    ``provisional`` / ``supersedes``). Every value is length-limited (:data:`MAX_VALUE_CHARS`).
+    ``provisional`` / ``supersedes``). With the ``graph`` the verdict was made on, the explanation
+    is in plain words (:func:`~memtrace_otel.writeback.explain.plain_explanation`, quoting contents
+    only with ``include_explanation``) and the blamed span's name is added. The evidence path is
+    not among them (see :func:`evidence_event`). Every value is length-limited (:data:`MAX_VALUE_CHARS`).
 
     >>> from memtrace_otel.attribution import Attribution, FailureCase
     >>> from memtrace_otel.semconv import ErrorType
@@ -133,14 +148,29 @@ def annotation_attributes(
         _A.ROOT_CAUSE_OPERATION_CATEGORY: attribution.category,
         _A.ROOT_CAUSE_TRACE_ID: attribution.trace_id,
         _A.ROOT_CAUSE_SPAN_ID: attribution.span_id,
-        _A.EVIDENCE_PATH: list(attribution.evidence_path) or None,
+        _A.ROOT_CAUSE_SPAN_NAME: span_name_of(graph, attribution.operation),
+        _A.ALTERNATIVES: alternatives_text(graph, attribution),
         _A.STEP_SPAN_ID: attribution.step_span_id,  # the model call inside it that went wrong
         _A.STEP_NAME: attribution.step_name if attribution.step_span_id else None,
     }
     attributes.update((key, value) for key, value in optional.items() if value)
     attributes[_A.CONFIDENCE] = float(attribution.confidence)
-    attributes[_A.EXPLANATION] = _explanation(attribution, include_explanation)
+    attributes[_A.EXPLANATION] = (
+        plain_explanation(graph, attribution, quotable=include_explanation)
+        if graph is not None and attribution.operation in graph
+        else _explanation(attribution, include_explanation))
     return {key: _bounded(value) for key, value in attributes.items()}
+
+
+def evidence_event(attribution: Attribution) -> dict[str, Any] | None:
+    """The attributes of the ``memtrace.attribution.evidence`` event: the evidence path (graph node
+    ids, from the evidence to the evaluation through the root cause); ``None`` when it is empty.
+
+    An event, not a tag: Jaeger lists a span's tags alphabetically and unfolds a list in place, so
+    a dozen ids pushed the error type and the explanation out of sight; events are folded.
+    """
+    path = [node for node in attribution.evidence_path if isinstance(node, str)]
+    return {_A.EVIDENCE_PATH: _bounded(path)} if path and attribution.operation else None
 
 
 def _explanation(attribution: Attribution, include_explanation: bool) -> str:
@@ -157,20 +187,39 @@ def _error_type(attribution: Attribution) -> str:
     return attribution.error_type.value if attribution.error_type else "unknown error type"
 
 
-def _result_event(attributes: dict[str, Any]) -> dict[str, Any]:
-    """The GenAI ``gen_ai.evaluation.result`` event: the verdict as an evaluation of the failure."""
+def _result_event(attributes: dict[str, Any], reasoning: str | None = None) -> dict[str, Any]:
+    """The GenAI ``gen_ai.evaluation.result`` event: the verdict as an evaluation of the failure.
+
+    Its explanation is the engine's own reasoning when that may be written (``reasoning``), else the
+    span's explanation."""
     event: dict[str, Any] = {GenAI.EVALUATION_NAME: ROOT_CAUSE_EVALUATION_NAME}
     if _A.ERROR_TYPE in attributes:
         event[GenAI.EVALUATION_SCORE_LABEL] = attributes[_A.ERROR_TYPE]
         event[GenAI.EVALUATION_SCORE_VALUE] = attributes[_A.CONFIDENCE]
-    explanation = attributes.get(_A.EXPLANATION) or attributes.get(_A.FAILURE_REASON)
+    explanation = reasoning or attributes.get(_A.EXPLANATION) or attributes.get(_A.FAILURE_REASON)
     if explanation:
         event[GenAI.EVALUATION_EXPLANATION] = explanation
     return event
 
 
+@dataclass(frozen=True, slots=True)
+class _Extras:
+    """What a span carries besides its attributes: the evidence event, the engine's reasoning for the
+    result event, and its start and end (ns; ``None``: now)."""
+
+    evidence: dict[str, Any] | None = None
+    reasoning: str | None = None
+    at: tuple[int, int] | None = None
+
+
+def _extras(attribution: Attribution, include_explanation: bool,
+            at: tuple[int, int] | None = None) -> _Extras:
+    reasoning = _bounded(attribution.explanation) if include_explanation and attribution.explanation else None
+    return _Extras(evidence_event(attribution), reasoning, at)
+
+
 def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: SpanContext | None,
-           attributes: dict[str, Any]) -> Span:
+           attributes: dict[str, Any], extras: _Extras = _Extras()) -> Span:
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
     links = [Link(link)] if link is not None else None
     status = None
@@ -179,20 +228,25 @@ def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: Span
             f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}"))
     with suppress_instrumentation():
         span = tracer.start_span(role.value, context=context, kind=SpanKind.INTERNAL,
-                                 attributes=attributes, links=links)
+                                 attributes=attributes, links=links,
+                                 start_time=extras.at[0] if extras.at else None)
         try:
             if status is not None:
                 span.set_status(status)
-            span.add_event(GenAIEvent.EVALUATION_RESULT, _result_event(attributes))
+            at = extras.at[0] if extras.at else None
+            span.add_event(GenAIEvent.EVALUATION_RESULT, _result_event(attributes, extras.reasoning),
+                           timestamp=at)
+            if extras.evidence is not None:
+                span.add_event(EVIDENCE_EVENT, extras.evidence, timestamp=at)
         finally:
-            span.end()
+            span.end(end_time=extras.at[1] if extras.at else None)
     return span
 
 
 def write_attribution_span(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
-    marks: Mapping[str, Any] | None = None,
+    marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
 ) -> Span:
     """Write ``memtrace.attribution`` as a child of ``evaluation``, linked to the root cause.
 
@@ -207,6 +261,9 @@ def write_attribution_span(
         The failed evaluation span (remote contexts are fine).
     root_cause:
         The blamed span; by default made from the verdict's ids.
+    graph:
+        The graph the verdict was made on: the explanation in plain words, the blamed span's name,
+        and the span placed at the evaluation's end (see the module's note on time).
 
     Returns
     -------
@@ -215,33 +272,48 @@ def write_attribution_span(
     """
     link = (root_cause or root_cause_context(attribution)) if attribution.operation else None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
-                                       include_explanation=include_explanation, marks=marks)
-    return _write(tracer, AnnotationSpan.ATTRIBUTION, evaluation, link, attributes)
+                                       include_explanation=include_explanation, marks=marks, graph=graph)
+    extras = _extras(attribution, include_explanation, _end_of(graph, attribution.case.evaluation))
+    return _write(tracer, AnnotationSpan.ATTRIBUTION, evaluation, link, attributes, extras)
 
 
 def write_root_cause_span(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
-    marks: Mapping[str, Any] | None = None,
+    marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
 ) -> Span | None:
     """Write ``memtrace.root_cause`` as a child of the blamed span, linked back to ``evaluation``.
 
     Returns the ended span, or ``None`` for an unattributed verdict (there is no root cause).
+    ``graph`` as for :func:`write_attribution_span` (the span placed at the blamed span's end).
     """
     parent = root_cause or root_cause_context(attribution)
     if parent is None or attribution.operation is None:
         return None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ROOT_CAUSE,
-                                       include_explanation=include_explanation, marks=marks)
-    return _write(tracer, AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes)
+                                       include_explanation=include_explanation, marks=marks, graph=graph)
+    extras = _extras(attribution, include_explanation, _end_of(graph, attribution.operation))
+    return _write(tracer, AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes, extras)
+
+
+def _end_of(graph: nx.DiGraph | None, node: str | None) -> tuple[int, int] | None:
+    """Where an annotation under operation ``node``'s span is placed: the last nanosecond of that
+    span (Jaeger stretches a zero-length span to one nanosecond, which would end past its parent)."""
+    if graph is None or node is None or node not in graph:
+        return None
+    start, end = graph.nodes[node].get("start"), graph.nodes[node].get("end")
+    if not isinstance(end, int) or end <= 0:
+        return None
+    return (max(start, end - 1) if isinstance(start, int) else end - 1), end
 
 
 def write_annotations(
     tracer: Tracer, attribution: Attribution, evaluation: SpanContext,
     root_cause: SpanContext | None = None, *, include_explanation: bool = True,
-    marks: Mapping[str, Any] | None = None,
+    marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
 ) -> list[Span]:
-    """Both write-back spans of one verdict (one when it is unattributed).
+    """Both write-back spans of one verdict (one when it is unattributed); ``graph`` as for
+    :func:`write_attribution_span`.
 
     >>> from opentelemetry.sdk.trace import TracerProvider
     >>> from memtrace_otel.attribution import Attribution, FailureCase
@@ -257,9 +329,9 @@ def write_annotations(
      ('memtrace.root_cause', 'cdcdcdcdcdcdcdcd', 'DeletionError in delete')]
     """
     spans = [write_attribution_span(tracer, attribution, evaluation, root_cause,
-                                    include_explanation=include_explanation, marks=marks)]
+                                    include_explanation=include_explanation, marks=marks, graph=graph)]
     other = write_root_cause_span(tracer, attribution, evaluation, root_cause,
-                                  include_explanation=include_explanation, marks=marks)
+                                  include_explanation=include_explanation, marks=marks, graph=graph)
     if other is not None:
         spans.append(other)
     return spans
@@ -288,5 +360,5 @@ def annotate(
             int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         root = contexts.get((attribution.trace_id or "", attribution.span_id or ""))
         spans.extend(write_annotations(tracer, attribution, evaluation, root,
-                                       include_explanation=include_explanation, marks=marks))
+                                       include_explanation=include_explanation, marks=marks, graph=G))
     return spans
