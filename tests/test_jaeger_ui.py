@@ -293,3 +293,42 @@ def test_from_the_root_cause_back_to_the_failed_evaluation(ui_jaeger: JaegerEndp
     assert browser.current_url.endswith(f"/trace/{evaluation_trace}?uiFind={evaluation_span}")
     assert any(verdict.evaluation_name in row for row in walk.highlighted())
     walk.screenshot("failed-evaluation")
+
+
+def test_serve_writes_its_annotations_under_the_applications_service(
+        ui_jaeger: JaegerEndpoints, browser: Any, tmp_path: Path) -> None:
+    """``memtrace serve`` (issue 25, item 4): a search of the APPLICATION's service by the error type
+    finds the failed trace serve annotated, and the attribution span there is the application's
+    service's, written by memtrace's scope, with its key tags first and no clock-skew warning."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    from scenario import run_pipeline
+    from serve_harness import app_pipeline, await_stored, hex_ids, run_serve
+
+    service = f"memtrace-serve-ui-{uuid.uuid4().hex[:8]}"
+    with run_serve(tmp_path, grpc_port=-1, http_port=0, settle=1.0, backend_otlp=ui_jaeger.otlp_http,
+                   jaeger_url=ui_jaeger.query_url) as serve:
+        app = app_pipeline(f"{serve.http_url}/v1/traces", service)  # the Collector's tee, done by hand
+        session = requests.Session()
+        session.trust_env = False
+        app.provider.add_span_processor(SimpleSpanProcessor(
+            HttpExporter(endpoint=ui_jaeger.otlp_http_traces, timeout=10, session=session)))
+        run_pipeline(app.provider, capture_content=True, store_id=f"ui-{uuid.uuid4().hex[:6]}")
+        app.provider.shutdown()
+        failed = [hex_ids(s)[0] for s in app.spans()
+                  if (s.attributes or {}).get("memtrace.evaluation.passed") is False]
+        assert failed, "the scenario's q1 fails: the test is not vacuous"
+        await_stored(ui_jaeger, {failed[0]: 1}, [serve], name=AnnotationSpan.ATTRIBUTION)
+
+    walk = _Walk(browser, ui_jaeger)
+    walk.search(service, f"{_A.ERROR_TYPE}={ErrorType.UPDATE.value}")
+    walk.click(f"//a[contains(@href, '/trace/{failed[0]}')]")
+    walk.open_span(AnnotationSpan.ATTRIBUTION)
+    assert walk.first_tags()[:3] == [_A.ERROR_TYPE, _A.EXPLANATION, _A.ROOT_CAUSE_SPAN_NAME]
+    # the blamed span by the name Jaeger lists it under (its GenAI name), not the operation's ("update")
+    assert walk.tag_value(_A.ROOT_CAUSE_SPAN_NAME).text.startswith("update_memory ")
+    assert walk.tag_value("otel.scope.name").text == "memtrace_otel.writeback"
+    assert walk.warnings() == []
+    # the span's own service, in its detail header, is the application's
+    walk.find(f"//*[contains(@class,'LabeledList--item')][contains(., 'Service')][contains(., '{service}')]")
+    walk.screenshot("serve-attribution")
