@@ -270,6 +270,8 @@ class AttributionService:
         sender = exporter if isinstance(exporter, Sender) else SpanExporterSender(exporter)
         self.outbox = DurableOutbox(self.store, sender)
         # No span processor: the annotation spans are returned by annotate, encoded, and stored.
+        # Its resource is the fallback only: each annotation is given the resource of the span it
+        # hangs under (under_annotated_resources), so it is found under the application's service.
         self._provider = TracerProvider(resource=Resource.create({"service.name": "memtrace"}))
         self._tracer = self._provider.get_tracer("memtrace_otel.writeback", __version__)
         self._annotate = annotate or _default_annotate()
