@@ -213,11 +213,11 @@ class DurableStore:
             db.execute(f"DELETE FROM traces WHERE trace_id IN ({marks})", chunk)
         ordered = sorted(requests)
         for start in range(0, len(ordered), 500):
-            chunk = ordered[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+            request_ids = ordered[start:start + 500]
+            marks = ",".join("?" * len(request_ids))
             unused = [row for row in db.execute(
                 f"SELECT id, LENGTH(body) FROM requests WHERE id IN ({marks}) AND NOT EXISTS "
-                f"(SELECT 1 FROM traces WHERE traces.request_id = requests.id)", chunk)]
+                f"(SELECT 1 FROM traces WHERE traces.request_id = requests.id)", request_ids)]
             if unused:
                 db.executemany("DELETE FROM requests WHERE id = ?", [(row[0],) for row in unused])
                 self.held_bytes -= sum(row[1] for row in unused)

@@ -400,8 +400,8 @@ def readable(text: str, *, resolve: bool = True) -> str:
         else:
             lines.append(_ISO_DATE.sub(_spoken_date, line))
     if when is not None and _ISO_DATE.search(when):
-        stamp = f"[{_ISO_DATE.sub(_spoken_date, when)}] "
-        lines = [line if line.startswith("[") else stamp + line for line in lines]
+        dated = f"[{_ISO_DATE.sub(_spoken_date, when)}] "
+        lines = [line if line.startswith("[") else dated + line for line in lines]
     return "\n".join(_dated(line) for line in lines) if resolve else "\n".join(lines)
 
 

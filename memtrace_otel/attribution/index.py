@@ -462,7 +462,7 @@ class GraphIndex:
         memory spans carry ``gen_ai.memory.store.id``); the write into memory a
         step or two later does.
         """
-        G, found = self.G, set()
+        G, found = self.G, set[str]()
         frontier, seen = [variable], {variable}
         for _ in range(_STORE_SEARCH_STEPS):
             ops = [op for v in frontier for op in G._succ[v] if op not in seen]

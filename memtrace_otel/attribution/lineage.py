@@ -74,7 +74,7 @@ from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 __all__ = ["LineageEngine", "find_evidence"]
 
 _NOT_CONTEXT = frozenset({VariableKind.QUERY})
-_EXTRACTION_ROLES = {Category.EXTRACTION: 0, Category.INGEST: 1}
+_EXTRACTION_ROLES: dict[str, int] = {Category.EXTRACTION: 0, Category.INGEST: 1}
 _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL})
 _READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
@@ -499,7 +499,7 @@ class LineageEngine(Engine):
     def _attribute(self, G: nx.DiGraph, failure: FailureCase, result: Attribution) -> None:
         index = graph_index(G)
         answer = failure.answer
-        generator = index.producer(answer) if answer in G else None
+        generator = index.producer(answer) if answer is not None and answer in G else None
         if answer is None or generator is None:
             raise NotAttributed("the evaluation names no answer variable with a producer")
         case = LineageCase.of(index, answer, generator,

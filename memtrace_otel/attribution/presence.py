@@ -99,7 +99,7 @@ def split_lines(text: str | None) -> list[str]:
     """
     if not text:
         return []
-    lines = []
+    lines: list[str] = []
     for line in text.splitlines():
         if len(line) > _LONG_LINE:
             header, body = split_header(line)
@@ -284,7 +284,7 @@ def _critical_sentence(
     sentences are scored without it and returned with it. When no sentence holds
     a gold or question word, the whole message is the fact.
     """
-    pieces = []
+    pieces: list[tuple[str, str]] = []
     for line in evidence.splitlines():
         header, body = split_header(line)
         pieces.extend((header, s) for s in sentences(body, strip=False))

@@ -152,10 +152,10 @@ def render_operation(
     wanted = set(focus)
     inputs = [v for v in G.predecessors(op) if G.nodes[v].get("type") == "variable"]
     outputs = [v for v in G.successors(op) if G.nodes[v].get("type") == "variable"]
-    options = {"focus": wanted, "max_vars": max_vars, "max_chars": max_chars, "ids": ids}
     lines = [_header(G, op, index)]
-    lines += _side(G, inputs, "in ", **options) if inputs else ["  in  (nothing)"]
-    lines += _side(G, outputs, "out", **options) if outputs else ["  out (nothing)"]
+    for side, variables in (("in ", inputs), ("out", outputs)):
+        lines += _side(G, variables, side, focus=wanted, max_vars=max_vars, max_chars=max_chars, ids=ids) \
+            if variables else [f"  {side} (nothing)"]
     return "\n".join(lines)
 
 

@@ -162,7 +162,7 @@ def attribute_failures(
 
 def _summarize_failures(engine: str, results: list[Attribution], warn: Callable[[str], None]) -> None:
     """One line for the cases the engine raised on, however many (the log kept one per case before)."""
-    failed = [a.failure_reason for a in results if (a.failure_reason or "").startswith(INTERNAL_ERROR)]
+    failed = [r for a in results if (r := a.failure_reason) is not None and r.startswith(INTERNAL_ERROR)]
     if failed:
         warn(f"engine {engine} failed on {len(failed)} of {len(results)} case(s) (first: "
              f"{failed[0][len(INTERNAL_ERROR):][:200]}); their verdicts say so. Each case's traceback "

@@ -224,8 +224,8 @@ def _write_suspects(case: LineageCase, reach: _Reach) -> list[Suspect]:
                 # How rare it is for this operation's updates to shrink a unit: rare is suspicious.
                 anomaly = 1.0 - _peers(index, str(index.data(op).get("name"))).shrink_share
                 kind = error_type_of_category(index.category(op)) or ErrorType.UPDATE
-                sizes = f"{_size(index, before)} -> {_size(index, after)} bytes"
-                found.append(Suspect(op, kind, _SHRINK * anomaly, f"it shrank {before} ({sizes})"))
+                shrink = f"{_size(index, before)} -> {_size(index, after)} bytes"
+                found.append(Suspect(op, kind, _SHRINK * anomaly, f"it shrank {before} ({shrink})"))
     for op in reach.ops:
         if index.category(op) not in _EXTRACTING:
             continue
@@ -248,7 +248,8 @@ def _read_chain(case: LineageCase) -> list[str]:
 
 def _read_suspects(case: LineageCase, reach: _Reach) -> list[Suspect]:
     """The retrieval that missed an alive unit, or the generation whose context held one."""
-    index, found = case.index, []
+    index = case.index
+    found: list[Suspect] = []
     chain = _read_chain(case)
     retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
     read = {v for op in chain for v in index.inputs(op)}

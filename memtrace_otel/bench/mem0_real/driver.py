@@ -81,7 +81,7 @@ class Collect(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         attributes = span.attributes or {}
-        context = span.get_span_context()
+        context = span.context  # always set on a ReadableSpan (get_span_context() is typed Optional)
         self.spans.append({"name": str(attributes.get(MemTrace.OPERATION_NAME, span.name)),
                            "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
                            "record": attributes.get(GenAI.MEMORY_RECORD_ID),

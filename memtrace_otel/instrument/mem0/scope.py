@@ -54,7 +54,7 @@ class Scope:
     """What records written here derive from: messages, then facts, then the LLM's decisions."""
     retrieved: list[Variable] = field(default_factory=list)
     """Existing memories the call's own searches returned (``add`` shows them to its LLM)."""
-    before: dict[str, Variable] = field(default_factory=dict)
+    before: dict[str, Variable | str] = field(default_factory=dict)
     """Record id -> the version the call read before changing it."""
     llm_calls: int = 0
     registry: VariableRegistry | None = None
