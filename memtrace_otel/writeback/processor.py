@@ -228,7 +228,7 @@ class AttributionSpanProcessor(SpanProcessor):
         Constant work, never raises.
         """
         try:
-            attributes = span.attributes
+            attributes: Any = span.attributes  # typed Optional; an ended SDK span always has its mapping
             # One C-level pass over the keys: the SDK's attribute mapping answers a missing key
             # by raising KeyError inside, which costs more than the rest of this method.
             present = _KEYS.intersection(attributes)
@@ -327,7 +327,7 @@ class AttributionSpanProcessor(SpanProcessor):
                 return
             started = time.thread_time()
             try:
-                self._attribute(G, contexts, evaluation.get_span_context())
+                self._attribute(G, contexts, evaluation.context)
             finally:
                 self._spent(started)
 
@@ -383,7 +383,7 @@ class AttributionSpanProcessor(SpanProcessor):
             if span not in records:
                 records[span] = record_from_readable(span)
         held = [records[span] for span in spans]
-        contexts = {(record.trace_id, record.span_id): span.get_span_context()
+        contexts = {(record.trace_id, record.span_id): span.context
                     for span, record in zip(spans, held, strict=True)}
         return build_graph(held, content=self._content), contexts
 
