@@ -19,7 +19,7 @@ class GraphSpanExporter(SpanExporter):
     """Keeps finished spans (bounded) and builds the evolution graph from them on demand.
 
     Add it to any TracerProvider, e.g. with a ``SimpleSpanProcessor``. With a
-    ``content`` lookup (a :class:`~memtrace_otel.instrument.ContentStore`'s
+    ``content`` lookup (a :class:`~memtrace_otel.instrument.InProcessContents`'s
     ``get``) the graph sees contents that were never exported.
 
     Thread-safe: one lock guards the span list; :meth:`graph` copies it

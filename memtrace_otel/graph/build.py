@@ -441,7 +441,7 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
         Span records from any reader, or from live spans.
     content:
         Lookup of variable contents missing from the spans (the in-process
-        :class:`~memtrace_otel.instrument.ContentStore`'s ``get``).
+        :class:`~memtrace_otel.instrument.InProcessContents`'s ``get``).
     content_by_hash:
         Lookup of texts by content hash (a
         :class:`~memtrace_otel.content.ContentResolver`'s ``get``): the variables and

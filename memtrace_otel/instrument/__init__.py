@@ -9,10 +9,10 @@ from memtrace_otel.instrument.record_lineage import (
     write_lineage,
 )
 from memtrace_otel.instrument.tracer import MemoryTracer
-from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry
+from memtrace_otel.instrument.variables import InProcessContents, Variable, VariableRegistry
 
 __all__ = [
-    "ContentStore",
+    "InProcessContents",
     "MemoryTracer",
     "Operation",
     "RetrievedRecord",

@@ -32,7 +32,7 @@ from memtrace_otel.instrument.genai import (
     retrieval_attributes,
 )
 from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
-from memtrace_otel.instrument.variables import ContentStore, Variable, VariableRegistry
+from memtrace_otel.instrument.variables import InProcessContents, Variable, VariableRegistry
 from memtrace_otel.semconv import (
     MEMORY_OPERATIONS,
     Category,
@@ -63,7 +63,7 @@ class _Owner(Protocol):
     """What an operation needs of the ``MemoryTracer`` that opened it."""
 
     registry: VariableRegistry
-    contents: ContentStore
+    contents: InProcessContents
     capture_content: bool
     content_max_chars: int
     uploader: ContentUploader | None

@@ -28,7 +28,7 @@ from memtrace_otel.config import (
 from memtrace_otel.content.store import ContentStoreError, open_store
 from memtrace_otel.content.upload import ContentUploader
 from memtrace_otel.instrument.operation import Operation
-from memtrace_otel.instrument.variables import ContentStore, VariableRegistry
+from memtrace_otel.instrument.variables import InProcessContents, VariableRegistry
 from memtrace_otel.semconv import INSTRUMENTATION_SCOPE, Category, GenAI, GenAIOperation, MemTrace
 from memtrace_otel.version import __version__
 
@@ -53,7 +53,7 @@ class MemoryTracer:
         Truncation limit of one captured content string.
     keep_content_in_process:
         How many variable contents to keep in this process's
-        :class:`ContentStore` for in-process attribution, exported or not
+        :class:`InProcessContents` for in-process attribution, exported or not
         (0 disables).
     registry:
         The version registry to share with another tracer of this process.
@@ -93,7 +93,7 @@ class MemoryTracer:
         self.capture_content = capture_content
         self.content_max_chars = content_max_chars or content_max_chars_from_env()
         self.registry = registry if registry is not None else VariableRegistry()
-        self.contents = ContentStore(keep_content_in_process)
+        self.contents = InProcessContents(keep_content_in_process)
         self.uploader: ContentUploader | None = _uploader(upload_base_path)
         self.content_ref: str | None = self.uploader.store.url if self.uploader else None
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, __version__, tracer_provider=tracer_provider)

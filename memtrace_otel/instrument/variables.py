@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanContext
 from memtrace_otel.semconv import VariableKind
 from memtrace_otel.wire import content_hash, variable_id
 
-__all__ = ["ContentStore", "Variable", "VariableRegistry"]
+__all__ = ["InProcessContents", "Variable", "VariableRegistry"]
 
 _MAX_SLOTS = 1 << 16
 """High-water slots of the version registry: 512 KiB of marks at most."""
@@ -212,7 +212,7 @@ class VariableRegistry:
             self._any_evicted = True
 
 
-class ContentStore:
+class InProcessContents:
     """Contents of variables kept inside this process, never exported.
 
     The in-process attribution path reads contents from here when spans were
@@ -243,3 +243,8 @@ class ContentStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+
+ContentStore = InProcessContents
+"""The name this class had up to 0.1.0; it clashed with the content store of ``memtrace_otel.content``
+(``--content-store``, contents by reference). Kept as an alias so existing imports work."""
