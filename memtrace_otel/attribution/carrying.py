@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from memtrace_otel.attribution.index import STORED_KINDS, GraphIndex
+from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.semconv import Category, VariableKind

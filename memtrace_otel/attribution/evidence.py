@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from memtrace_otel.attribution.base import FailureCase
-from memtrace_otel.attribution.index import graph_index
+from memtrace_otel.attribution.graph_index import graph_index
 from memtrace_otel.attribution.presence import critical_information, split_header, tokenize
 from memtrace_otel.graph.query import evidence_variables
 from memtrace_otel.semconv import VariableKind

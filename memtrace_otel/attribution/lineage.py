@@ -65,7 +65,7 @@ from memtrace_otel.attribution.base import (
 )
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
-from memtrace_otel.attribution.index import GraphIndex, graph_index
+from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects

@@ -32,7 +32,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import LineageCase
-from memtrace_otel.attribution.index import GraphIndex
+from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.graph.index import lookup, variables_by_name
 from memtrace_otel.semconv import Category, ErrorType, error_type_of_category
 

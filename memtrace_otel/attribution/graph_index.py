@@ -53,7 +53,7 @@ _SPECIFIC_MESSAGES = 3
 _STORE_SEARCH_STEPS = 3
 Postings = dict[str, set[str]]
 
-_KEY = "memtrace_otel.attribution.index"
+_KEY = "memtrace_otel.attribution.graph_index"
 
 
 def graph_index(G: nx.DiGraph) -> GraphIndex:
