@@ -22,6 +22,7 @@ import networkx as nx
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information
 from memtrace_otel.attribution.ranking import Embedder
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
@@ -234,7 +235,7 @@ def _with_question_reads(index: GraphIndex, generator: str, answer_slice: set[st
            if op != generator and index.category(op) in _READ_SIDE and index.order(op) < when}
     foreign = set()
     for op in answer_slice:
-        if index.data(op).get("type") != "operation" or index.category(op) not in _READ_SIDE:
+        if index.data(op).get("type") != OPERATION or index.category(op) not in _READ_SIDE:
             continue
         queries = [v for v in index.inputs(op) if index.data(v).get("kind") == VariableKind.QUERY]
         if queries and not any(v in asked or index.content(v) in texts for v in queries):
@@ -259,7 +260,7 @@ def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> in
     starts = [
         index.order(op)
         for op in answer_slice
-        if index.data(op).get("type") == "operation"
+        if index.data(op).get("type") == OPERATION
         and index.category(op) in _QUERY_SIDE
         and index.data(op).get("trace_id") == trace
     ]
@@ -290,7 +291,7 @@ def _read_stores(index: GraphIndex, answer_slice: set[str]) -> list[str] | None:
     stores = (
         index.data(op).get("store_id")
         for op in answer_slice
-        if index.data(op).get("type") == "operation" and index.category(op) in _READ_SIDE
+        if index.data(op).get("type") == OPERATION and index.category(op) in _READ_SIDE
     )
     return sorted({s for s in stores if isinstance(s, str) and s}) or None
 

@@ -31,6 +31,7 @@ from memtrace_otel.attribution.presence import split_header, split_lines, tokeni
 from memtrace_otel.attribution.ranking import DocumentRanker
 from memtrace_otel.attribution.spectrum import ochiai_scores
 from memtrace_otel.graph.index import lookup, operation_nodes, position, variables_by_name
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import readable, sentences
@@ -103,7 +104,7 @@ class GraphIndex:
         """Whether any variable has captured content (else attribution runs on lineage alone)."""
         if self._has_content is None:
             self._has_content = any(
-                d.get("type") == "variable" and d.get("content") for _, d in self.G.nodes(data=True)
+                d.get("type") == VARIABLE and d.get("content") for _, d in self.G.nodes(data=True)
             )
         return self._has_content
 
@@ -166,7 +167,7 @@ class GraphIndex:
         if self._message_sentences is None:
             found: dict[str, set[str]] = defaultdict(set)
             for node, d in self.G.nodes(data=True):
-                if d.get("type") == "variable" and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
+                if d.get("type") == VARIABLE and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
                     for text, _ in self.pieces(node):
                         found[_verbatim(text)].add(node)
             self._message_sentences = {k: frozenset(v) for k, v in found.items()}
@@ -192,7 +193,7 @@ class GraphIndex:
 
     def readers(self, variable: str) -> list[str]:
         return [
-            s for s in self.G.successors(variable) if self.G.nodes[s].get("type") == "operation"
+            s for s in self.G.successors(variable) if self.G.nodes[s].get("type") == OPERATION
         ]
 
     def is_step(self, op: str) -> bool:
@@ -286,7 +287,7 @@ class GraphIndex:
         if self._scopes is None:
             self._scopes = _scopes(self)
         d = self.G.nodes[node]
-        key = f"op {node}" if d.get("type") == "operation" else f"unit {d.get('name')}"
+        key = f"op {node}" if d.get("type") == OPERATION else f"unit {d.get('name')}"
         return self._scopes.get(key)
 
     def referenced_units(self, variable: str) -> list[str]:
@@ -311,7 +312,7 @@ class GraphIndex:
 
     def _stored_names(self) -> list[str]:
         return sorted({str(d.get("name")) for _, d in self.G.nodes(data=True)
-                       if d.get("type") == "variable" and d.get("kind") in STORED_KINDS})
+                       if d.get("type") == VARIABLE and d.get("kind") in STORED_KINDS})
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""
@@ -324,7 +325,7 @@ class GraphIndex:
             self._retrieved_names = {
                 self.G.nodes[v]["name"]
                 for op, od in self.G.nodes(data=True)
-                if od.get("type") == "operation" and od.get("category") in _READ_SIDE
+                if od.get("type") == OPERATION and od.get("category") in _READ_SIDE
                 for v in self.inputs(op)
             }
         return d.get("name") in self._retrieved_names
@@ -354,7 +355,7 @@ class GraphIndex:
         if self._postings is None:
             postings: dict[str | None, Postings] = defaultdict(lambda: defaultdict(set))
             for node, d in self.G.nodes(data=True):
-                if d.get("type") == "variable" and d.get("content") and self.is_stored(node):
+                if d.get("type") == VARIABLE and d.get("content") and self.is_stored(node):
                     store = self.store_of(node)
                     for token in self.tokens(node):
                         postings[store][token].add(node)
@@ -401,7 +402,7 @@ class GraphIndex:
             postings: Postings = defaultdict(set)
             count = 0
             for node, d in self.G.nodes(data=True):
-                if d.get("type") == "variable" and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
+                if d.get("type") == VARIABLE and d.get("kind") == VariableKind.MESSAGE and d.get("content"):
                     count += 1
                     for token in self.tokens(node):
                         postings[token].add(node)
@@ -448,7 +449,7 @@ class GraphIndex:
         if self._message_stores is None:
             by_store: dict[str | None, list[str]] = defaultdict(list)
             for node, d in self.G.nodes(data=True):
-                if (d.get("type") == "variable" and d.get("content") and d.get("kind") == VariableKind.MESSAGE
+                if (d.get("type") == VARIABLE and d.get("content") and d.get("kind") == VariableKind.MESSAGE
                         and not any(e.get("role") == "version" for e in self.G.pred[node].values())):
                     for store in self._stores_around(node) or (None,):
                         by_store[store].append(node)

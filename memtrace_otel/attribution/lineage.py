@@ -69,6 +69,7 @@ from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
 __all__ = ["LineageEngine", "find_evidence"]
@@ -110,7 +111,7 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         (
             op
             for op in case.answer_slice
-            if index.data(op).get("type") == "operation" and index.order(op) >= case.query_time
+            if index.data(op).get("type") == OPERATION and index.order(op) >= case.query_time
             and not index.is_step(op)
         ),
         key=index.order,
@@ -408,7 +409,7 @@ def _fallback(case: LineageCase) -> Verdict:
     """
     index = case.index
     scores = index.ochiai()
-    ops = [n for n in case.answer_slice if index.data(n).get("type") == "operation"] or [
+    ops = [n for n in case.answer_slice if index.data(n).get("type") == OPERATION] or [
         case.generator
     ]
     read = sorted((n for n in ops if index.order(n) >= case.query_time and not index.is_step(n)

@@ -51,6 +51,7 @@ from memtrace_otel.attribution.render import (
     render_operation,
     truncate,
 )
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import backward_slice, producer_of
 from memtrace_otel.llm_client import ChatResult, LLMError, MalformedOutput, parse_json_object
 from memtrace_otel.semconv import Category, VariableKind
@@ -268,7 +269,7 @@ class LLMAgentEngine(LLMEngineBase):
     # -- tools ---------------------------------------------------------------
     def _expand(self, walk: _Walk, variable: object) -> str:
         G = walk.G
-        if not isinstance(variable, str) or variable not in G or G.nodes[variable].get("type") != "variable":
+        if not isinstance(variable, str) or variable not in G or G.nodes[variable].get("type") != VARIABLE:
             raise MalformedOutput(f"unknown variable id {str(variable)[:60]!r}")
         producer = producer_of(G, variable)
         readers = sorted(
@@ -285,7 +286,7 @@ class LLMAgentEngine(LLMEngineBase):
         if variable not in walk.expanded:
             walk.expanded.append(variable)
         downstream = [v for op in readers for v in G.successors(op) if self._worth_following(walk, v)]
-        later = [v for v in G.successors(variable) if G.nodes[v].get("type") == "variable"]
+        later = [v for v in G.successors(variable) if G.nodes[v].get("type") == VARIABLE]
         walk.push(downstream + later, self.max_frontier)
         self._note_units(walk, ops)
         return "\n".join(parts) or f"{variable}: no operation wrote or read it"
@@ -297,7 +298,7 @@ class LLMAgentEngine(LLMEngineBase):
         Other questions' retrievals and answers also read the store; they are dead ends.
         """
         G = walk.G
-        if G.nodes[op].get("type") != "operation" or not candidate_operations(G, op):
+        if G.nodes[op].get("type") != OPERATION or not candidate_operations(G, op):
             return False
         if G.nodes[op].get("order", 0) >= walk.before:
             return False
@@ -306,7 +307,7 @@ class LLMAgentEngine(LLMEngineBase):
     @staticmethod
     def _worth_following(walk: _Walk, variable: str) -> bool:
         data = walk.G.nodes[variable]
-        return data.get("type") == "variable" and (
+        return data.get("type") == VARIABLE and (
             variable in walk.ancestry or data.get("kind") in _MEMORY_KINDS)
 
     def _life(self, walk: _Walk, variable: str) -> list[str]:
@@ -390,7 +391,7 @@ def _arguments(raw: str) -> dict[str, Any]:
 
 
 def _latest_version(G: nx.DiGraph, name: str) -> str:
-    versions = [n for n, d in G.nodes(data=True) if d.get("type") == "variable" and d.get("name") == name]
+    versions = [n for n, d in G.nodes(data=True) if d.get("type") == VARIABLE and d.get("name") == name]
     return max(versions, key=lambda n: G.nodes[n].get("version", 0))
 
 

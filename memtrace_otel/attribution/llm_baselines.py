@@ -29,6 +29,7 @@ from memtrace_otel.attribution.render import (
     render_flat_log,
 )
 from memtrace_otel.graph.errors import MemTraceGraphError
+from memtrace_otel.graph.node_types import VARIABLE
 from memtrace_otel.graph.query import backward_slice, evidence_variables, lineage_path
 from memtrace_otel.llm_client import (
     ChatResult,
@@ -116,7 +117,7 @@ def start_variables(G: nx.DiGraph, case: FailureCase) -> list[str]:
         return found
     # A slice is a set: sorted, so that ties later (frontier, best match) fall the same way every run.
     return sorted(n for n in backward_slice(G, case.answer)
-                  if G.nodes[n].get("type") == "variable" and G.nodes[n].get("kind") == VariableKind.MESSAGE)
+                  if G.nodes[n].get("type") == VARIABLE and G.nodes[n].get("kind") == VariableKind.MESSAGE)
 
 
 class LLMEngineBase(Engine):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import networkx as nx
 
 from memtrace_otel.attribution.base import FailureCase
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import (
     backward_slice,
     evidence_variables,
@@ -75,7 +76,7 @@ class OperationIndex:
         self._by_ref: dict[str, str] = {}
         self._alias: dict[str, str] = {}
         for node, data in G.nodes(data=True):
-            if data.get("type") != "operation":
+            if data.get("type") != OPERATION:
                 continue
             alias = f"op{data.get('order', 0)}"
             self._alias[node] = alias
@@ -150,8 +151,8 @@ def render_operation(
 ) -> str:
     """An operation with what it read and wrote; ``ids=False`` hides variable ids (no edges)."""
     wanted = set(focus)
-    inputs = [v for v in G.predecessors(op) if G.nodes[v].get("type") == "variable"]
-    outputs = [v for v in G.successors(op) if G.nodes[v].get("type") == "variable"]
+    inputs = [v for v in G.predecessors(op) if G.nodes[v].get("type") == VARIABLE]
+    outputs = [v for v in G.successors(op) if G.nodes[v].get("type") == VARIABLE]
     lines = [_header(G, op, index)]
     for side, variables in (("in ", inputs), ("out", outputs)):
         lines += _side(G, variables, side, focus=wanted, max_vars=max_vars, max_chars=max_chars, ids=ids) \
@@ -195,7 +196,7 @@ def render_case(G: nx.DiGraph, case: FailureCase, index: OperationIndex) -> str:
 def candidate_operations(G: nx.DiGraph, op: str) -> bool:
     """Whether ``op`` can be a root cause (evaluations judge; they do not cause)."""
     data = G.nodes[op]
-    return data.get("type") == "operation" and data.get("category") != Category.EVALUATION
+    return data.get("type") == OPERATION and data.get("category") != Category.EVALUATION
 
 
 def _terms(text: str | None) -> set[str]:
@@ -236,7 +237,7 @@ def render_compacted_trace(
     read_path = set()
     if case.answer and case.answer in G:
         read_path = {n for n in backward_slice(G, case.answer)
-                     if G.nodes[n].get("type") == "operation" and candidate_operations(G, n)}
+                     if G.nodes[n].get("type") == OPERATION and candidate_operations(G, n)}
     write_path = _write_path(G, evidence_variables(G, case.evidence), before)
     ranked = sorted(write_path, key=lambda n: G.nodes[n]["order"])
     ranked += sorted(read_path - write_path, key=lambda n: -G.nodes[n]["order"])
@@ -257,7 +258,7 @@ def render_flat_log(
     question and gold answer — the keyword search a person would do on a log.
     """
     before = _eval_order(G, case)
-    ops = [n for n, d in G.nodes(data=True) if d.get("type") == "operation"
+    ops = [n for n, d in G.nodes(data=True) if d.get("type") == OPERATION
            and candidate_operations(G, n) and d.get("order", 0) < before]
     answer_trace = None
     if case.answer and case.answer in G and (producer := producer_of(G, case.answer)):

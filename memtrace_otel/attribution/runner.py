@@ -34,6 +34,7 @@ import networkx as nx
 from memtrace_otel.attribution.base import INTERNAL_ERROR, Attribution, Engine, FailureCase, create_engine
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup, build_graph
+from memtrace_otel.graph.node_types import VARIABLE
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import Gathered, gather_traces
@@ -70,7 +71,7 @@ _worker: dict[str, Any] = {}
 
 def content_available(G: nx.DiGraph) -> bool:
     """Whether any variable of ``G`` has captured content."""
-    return any(d.get("type") == "variable" and d.get("content") for _, d in G.nodes(data=True))
+    return any(d.get("type") == VARIABLE and d.get("content") for _, d in G.nodes(data=True))
 
 
 def missing_traces(attributions: Iterable[Attribution]) -> set[str]:

@@ -26,12 +26,14 @@ from collections import Counter
 
 import networkx as nx
 
+from memtrace_otel.graph.node_types import OPERATION
+
 __all__ = ["ochiai", "ochiai_scores", "slice_operations"]
 
 
 def slice_operations(G: nx.DiGraph, evaluation: str) -> set[str]:
     """Operations the verdict of ``evaluation`` depends on (its backward slice, itself excluded)."""
-    return {n for n in nx.ancestors(G, evaluation) if G.nodes[n].get("type") == "operation"}
+    return {n for n in nx.ancestors(G, evaluation) if G.nodes[n].get("type") == OPERATION}
 
 
 def ochiai(failed_with: int, passed_with: int, failed_total: int) -> float:
@@ -50,7 +52,7 @@ def ochiai_scores(G: nx.DiGraph) -> dict[str, float]:
     passed: Counter[str] = Counter()
     failed_total = 0
     for node, data in G.nodes(data=True):
-        if data.get("type") != "operation" or "passed" not in data:
+        if data.get("type") != OPERATION or "passed" not in data:
             continue
         ops = slice_operations(G, node)
         if data["passed"]:

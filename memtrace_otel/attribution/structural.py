@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from memtrace_otel.attribution.carrying import LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.graph.index import lookup, variables_by_name
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, ErrorType, error_type_of_category
 
 __all__ = ["Suspect", "structural_suspects"]
@@ -146,7 +147,7 @@ def _gather_sizes(index: GraphIndex) -> _Sizes:
             size_out[source] += _size(index, target)
     by_name: dict[str, list[str]] = defaultdict(list)
     for node, d in G.nodes(data=True):
-        if d.get("type") == "operation":
+        if d.get("type") == OPERATION:
             by_name[str(d.get("name"))].append(node)
     previous = {v: vs[i - 1][1] for vs in variables_by_name(G).values() for i, (_, v) in enumerate(vs) if i}
     sizes = {op: (size_in.get(op, 0), size_out.get(op, 0)) for ops in by_name.values() for op in ops}
@@ -241,7 +242,7 @@ def _write_suspects(case: LineageCase, reach: _Reach) -> list[Suspect]:
 
 def _read_chain(case: LineageCase) -> list[str]:
     index = case.index
-    return sorted((op for op in case.answer_slice if index.data(op).get("type") == "operation"
+    return sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
                    and index.category(op) in _READ_SIDE and index.order(op) >= case.query_time),
                   key=index.order)
 

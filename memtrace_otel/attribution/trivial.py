@@ -22,6 +22,7 @@ from memtrace_otel.attribution.base import (
     NotAttributed,
     register_engine,
 )
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.graph.query import backward_slice, producer_of
 from memtrace_otel.semconv import CATEGORY_ERROR_TYPE, Category, error_type_of_category
 
@@ -42,7 +43,7 @@ def _candidates(G: nx.DiGraph, case: FailureCase) -> list[str]:
         return []
     sliced = backward_slice(G, case.answer)
     ops = [n for n, d in sliced.nodes(data=True)
-           if d.get("type") == "operation" and d.get("category") in _BLAMEABLE]
+           if d.get("type") == OPERATION and d.get("category") in _BLAMEABLE]
     return sorted(ops, key=lambda n: (G.nodes[n].get("order", 0), n))
 
 

@@ -20,6 +20,7 @@ from memtrace_otel.cli.common import (
     tempo_option,
 )
 from memtrace_otel.cli.terminal import cell, number, safe_markup
+from memtrace_otel.graph.node_types import VARIABLE
 from memtrace_otel.graph.query import evaluations, failed_evaluations, operations
 from memtrace_otel.semconv import Category
 from memtrace_otel.spans.model import SpanRecord
@@ -45,7 +46,7 @@ def summarize(spans: list[SpanRecord], G: nx.DiGraph) -> dict[str, Any]:
         "services": sorted({str(s.service_name) for s in spans if s.service_name}),
         "operations": len(ops),
         "operations_by_category": {c.value: by_category.get(c.value, 0) for c in Category},
-        "variables": sum(1 for _, d in G.nodes(data=True) if d["type"] == "variable"),
+        "variables": sum(1 for _, d in G.nodes(data=True) if d["type"] == VARIABLE),
         "evaluations": len(evaluations(G)),
         "failed_evaluations": failed,
         "missing_traces": sorted(G.graph["missing_traces"]),

@@ -1,7 +1,7 @@
 """Build the memory evolution graph from span records.
 
 The graph is a ``networkx.DiGraph`` with two kinds of node (``bipartite`` 0
-and 1, networkx's convention):
+and 1, networkx's convention; the words are :mod:`memtrace_otel.graph.node_types`):
 
 * variable nodes, keyed by their id ``name@version``: ``type="variable"``,
   ``name``, ``version``, ``kind``, ``hash``, ``size``, ``content`` (or
@@ -43,6 +43,7 @@ import networkx as nx
 from memtrace_otel.graph.attributes import a_type, number, parse_id, report, strings, text, verdict
 from memtrace_otel.graph.cycles import break_cycles
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.semconv import (
     GENAI_OPERATION_CATEGORY,
     Category,
@@ -171,7 +172,7 @@ def _operation_attributes(span: SpanRecord, category: str, problems: list[Proble
     a = span.attributes
     name, outcome, gen_ai, store = _operation_texts(span, problems)
     data: dict[str, Any] = {
-        "type": "operation", "bipartite": 1, "name": name or span.name, "span_name": span.name,
+        "type": OPERATION, "bipartite": 1, "name": name or span.name, "span_name": span.name,
         "category": category, "trace_id": span.trace_id, "span_id": span.span_id,
         "parent_span_id": span.parent_span_id, "start": span.start_time_unix_nano,
         "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
@@ -236,7 +237,7 @@ class _Builder:
             else:
                 name, number = parse_id(variable_id)
             data = self.nodes[variable_id] = self.variables[variable_id] = {
-                "type": "variable", "bipartite": 0, "name": name, "version": number,
+                "type": VARIABLE, "bipartite": 0, "name": name, "version": number,
                 "kind": _OTHER_KIND, "hash": "", "size": 0, "content": None, "deleted": False}
             self.succ[variable_id], self.pred[variable_id] = {}, {}
         return data
@@ -372,7 +373,7 @@ class _Builder:
         # store still has what variables and verdicts said.
         lookup, by_hash, referenced = self.content, self.by_hash, self.referenced
         for node, data in self.nodes.items():
-            if data["type"] == "variable":
+            if data["type"] == VARIABLE:
                 if data["content"] is None and lookup is not None:
                     data["content"] = lookup(node)
                 if data["content"] is None and node in referenced and data["hash"]:
@@ -413,7 +414,7 @@ class _Builder:
 
     def _order_operations(self) -> None:
         ops = [(d["start"], d["trace_id"], d["span_id"], n) for n, d in self.nodes.items()
-               if d["type"] == "operation"]
+               if d["type"] == OPERATION]
         for order, (*_, op_node) in enumerate(sorted(ops)):
             self.nodes[op_node]["order"] = order
 

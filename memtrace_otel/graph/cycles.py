@@ -24,6 +24,7 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.spans.model import Problem
 
 __all__ = ["MAX_CYCLE_REPAIRS", "break_cycles", "is_dag"]
@@ -70,9 +71,9 @@ def _sorted_subgraph(G: nx.DiGraph, nodes: set[str]) -> nx.DiGraph:
 def _drop_key(G: nx.DiGraph, edge: tuple[str, str]) -> tuple[int, int, str, str]:
     source, target = edge
     nodes = G.nodes
-    if nodes[source].get("type") == "operation":
+    if nodes[source].get("type") == OPERATION:
         return 1 + nodes[source].get("order", 0), 1, source, target
-    if nodes[target].get("type") == "operation":
+    if nodes[target].get("type") == OPERATION:
         return 1 + nodes[target].get("order", 0), 0, source, target
     return 0, 0, source, target  # variable -> variable: a version edge
 
@@ -80,9 +81,9 @@ def _drop_key(G: nx.DiGraph, edge: tuple[str, str]) -> tuple[int, int, str, str]
 def _where(G: nx.DiGraph, source: str, target: str) -> str:
     """The ``file:line`` of the span behind the dropped edge (a version edge: the later writer)."""
     for node in (source, target):
-        if G.nodes[node].get("type") == "operation":
+        if G.nodes[node].get("type") == OPERATION:
             return str(G.nodes[node].get("source") or "?")
-    writers = sorted(p for p in G._pred[target] if G.nodes[p].get("type") == "operation")
+    writers = sorted(p for p in G._pred[target] if G.nodes[p].get("type") == OPERATION)
     return str(G.nodes[writers[0]].get("source") or "?") if writers else "?"
 
 

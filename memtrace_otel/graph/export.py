@@ -23,6 +23,7 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category
 
 __all__ = ["FORMATS", "graph_to_dot", "graph_to_graphml", "graph_to_json", "write_graph"]
@@ -134,7 +135,7 @@ def graph_to_dot(G: nx.DiGraph) -> str:
     """
     lines = ["digraph memtrace {", "  rankdir=LR;"]
     for node, data in G.nodes(data=True):
-        if data.get("type") == "operation":
+        if data.get("type") == OPERATION:
             label = _dot_label([str(data.get("name", node)), f"[{data.get('category', Category.OTHER)}]"])
             color = "red" if data.get("passed") is False else "black"
             lines.append(f"  {_dot_id(node)} [shape=box, color={color}, label={label}];")

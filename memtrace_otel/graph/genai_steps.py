@@ -38,6 +38,7 @@ import networkx as nx
 
 from memtrace_otel.graph.attributes import a_type, number, report, text
 from memtrace_otel.graph.index import clear_index
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.semconv import (
     GENAI_CALL_OPERATIONS,
     GENAI_GENERATION_OPERATIONS,
@@ -170,7 +171,7 @@ def _memory_ancestor(G: nx.DiGraph, parents: dict[tuple[str, str], str], span: S
         if not current:
             return None
         data = nodes.get(operation_node_id(trace, current))
-        if data is not None and data.get("type") == "operation" and data.get("parent_operation") is None:
+        if data is not None and data.get("type") == OPERATION and data.get("parent_operation") is None:
             return operation_node_id(trace, current)
         current = parents.get((trace, current), "")
     return None
@@ -181,7 +182,7 @@ def _add_step(G: nx.DiGraph, node: str, parent: str, span: SpanRecord, problems:
     operation = str(a[GenAI.OPERATION_NAME])
     prompt_text, response_text = _messages(span, problems)
     data: dict[str, Any] = {
-        "type": "operation", "bipartite": 1, "name": span.name, "span_name": span.name,
+        "type": OPERATION, "bipartite": 1, "name": span.name, "span_name": span.name,
         "category": _LLM_CALL, "trace_id": span.trace_id, "span_id": span.span_id,
         "parent_span_id": span.parent_span_id, "start": span.start_time_unix_nano,
         "end": span.end_time_unix_nano, "status": span.status_code, "service": span.service_name,
@@ -202,7 +203,7 @@ def _add_step(G: nx.DiGraph, node: str, parent: str, span: SpanRecord, problems:
 
 
 def _add_variable(G: nx.DiGraph, variable: str, name: str, kind: str, content: str | None) -> None:
-    G.add_node(variable, type="variable", bipartite=0, name=name, version=1, kind=kind,
+    G.add_node(variable, type=VARIABLE, bipartite=0, name=name, version=1, kind=kind,
                hash=content_hash(content) if content is not None else "",
                size=len(content) if content is not None else 0, content=content, deleted=False)
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import networkx as nx
 
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.semconv import Category
 
 __all__ = [
@@ -90,7 +91,7 @@ def position(G: nx.DiGraph) -> dict[str, int]:
 
 def _operations(G: nx.DiGraph) -> dict[str | None, tuple[str, ...]]:
     ops = [(d.get("order", 0), i, n) for i, (n, d) in enumerate(G.nodes(data=True))
-           if d.get("type") == "operation"]
+           if d.get("type") == OPERATION]
     ops.sort()
     by_category: dict[str | None, list[str]] = defaultdict(list)
     for *_, node in ops:
@@ -114,7 +115,7 @@ def evaluation_nodes(G: nx.DiGraph) -> tuple[str, ...]:
 def _by_name(G: nx.DiGraph) -> dict[str, tuple[tuple[int, str], ...]]:
     versions: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for node, data in G.nodes(data=True):
-        if data.get("type") == "variable":
+        if data.get("type") == VARIABLE:
             versions[data.get("name", node)].append((data.get("version", 1), node))
     return {name: tuple(sorted(found)) for name, found in versions.items()}
 

@@ -28,6 +28,7 @@ from memtrace_otel.graph.index import (
     position,
     variables_by_name,
 )
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.semconv import Category, VariableKind
 
 __all__ = [
@@ -54,11 +55,11 @@ def _example_graph() -> nx.DiGraph:
     G = nx.DiGraph()
     for v in ["msg:D1@1", "mem:a@1", "mem:a@2", "ctx@1", "answer@1"]:
         name, version = v.split("@")
-        G.add_node(v, type="variable", name=name, version=int(version), kind=VariableKind.OTHER.value)
+        G.add_node(v, type=VARIABLE, name=name, version=int(version), kind=VariableKind.OTHER.value)
     steps = [("op:e", Category.EXTRACTION), ("op:u", Category.UPDATE), ("op:r", Category.RETRIEVAL),
              ("op:g", Category.GENERATION), ("op:j", Category.EVALUATION)]
     for order, (op, category) in enumerate(steps):
-        G.add_node(op, type="operation", category=category.value, order=order, name=op, trace_id="t2")
+        G.add_node(op, type=OPERATION, category=category.value, order=order, name=op, trace_id="t2")
     G.add_edges_from([("msg:D1@1", "op:e"), ("op:e", "mem:a@1"), ("mem:a@1", "op:u"),
                       ("op:u", "mem:a@2"), ("mem:a@2", "op:r"), ("op:r", "ctx@1"),
                       ("ctx@1", "op:g"), ("op:g", "answer@1"), ("answer@1", "op:j")])
@@ -151,7 +152,7 @@ def producer_of(G: nx.DiGraph, variable: str) -> str | None:
     'op:u'
     """
     _require(G, variable)
-    writers = [p for p in G._pred[variable] if G.nodes[p].get("type") == "operation"]
+    writers = [p for p in G._pred[variable] if G.nodes[p].get("type") == OPERATION]
     if len(writers) > 1:
         writers = _by_execution(G, writers)
     return writers[0] if writers else None
@@ -296,7 +297,7 @@ def memory_life(G: nx.DiGraph, name: str) -> list[dict[str, Any]]:
         raise NodeNotFound(f"no variable named {name!r} in the graph")
     life = []
     for _, node in versions:
-        readers = [s for s in G._succ[node] if G.nodes[s].get("type") == "operation"]
+        readers = [s for s in G._succ[node] if G.nodes[s].get("type") == OPERATION]
         life.append({
             "id": node,
             "deleted": G.nodes[node].get("deleted", False),
@@ -316,7 +317,7 @@ def operations_between(G: nx.DiGraph, source: str, target: str) -> list[str]:
     _require(G, source)
     _require(G, target)
     between = nx.descendants(G, source) & nx.ancestors(G, target)
-    return _by_execution(G, (n for n in between if G.nodes[n].get("type") == "operation"))
+    return _by_execution(G, (n for n in between if G.nodes[n].get("type") == OPERATION))
 
 
 EvidenceRule = Callable[[str], Iterable[str]]
@@ -347,13 +348,13 @@ def _evidence_index(rule: EvidenceRule) -> Callable[[nx.DiGraph], dict[str, tupl
         earliest: dict[str, int] = {}
         for _, data in G.nodes(data=True):
             version = data.get("version")
-            if data.get("type") == "variable" and isinstance(version, int):
+            if data.get("type") == VARIABLE and isinstance(version, int):
                 name = str(data.get("name", ""))
                 earliest[name] = min(version, earliest.get(name, version))
         index: dict[str, list[str]] = {}
         for node, data in G.nodes(data=True):  # graph order: the order matches come out in
             name = str(data.get("name", ""))
-            if data.get("type") == "variable" and data.get("version") == earliest.get(name):
+            if data.get("type") == VARIABLE and data.get("version") == earliest.get(name):
                 for key in dict.fromkeys(rule(name)):
                     index.setdefault(key, []).append(node)
         return {key: tuple(found) for key, found in index.items()}
@@ -368,7 +369,7 @@ def _versions_in_time(G: nx.DiGraph) -> dict[str, tuple[list[int], list[str]]]:
     for name, versions in variables_by_name(G).items():
         if len(versions) > 1:
             written = sorted((min((nodes[p].get("order", 0) for p in pred[v]
-                                   if nodes[p].get("type") == "operation"), default=-1), i, v)
+                                   if nodes[p].get("type") == OPERATION), default=-1), i, v)
                              for i, (_, v) in enumerate(versions))
             table[name] = ([order for order, *_ in written], [v for *_, v in written])
     return table

@@ -31,6 +31,7 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import evidence_variables
 
 __all__ = ["MARKS", "LineageSlice", "SliceNode", "lineage_slice"]
@@ -77,15 +78,15 @@ def _time(G: nx.DiGraph, node: str, cache: dict[str, float]) -> float:
     if node in cache:
         return cache[node]
     nodes = G._node
-    if nodes[node].get("type") == "operation":
+    if nodes[node].get("type") == OPERATION:
         value = float(nodes[node].get("order", 0))
     else:
-        writers = [nodes[p].get("order", 0) for p in G._pred[node] if nodes[p].get("type") == "operation"]
+        writers = [nodes[p].get("order", 0) for p in G._pred[node] if nodes[p].get("type") == OPERATION]
         if writers:
             value = float(min(writers)) + 0.5
         else:
             value = float(min((nodes[r].get("order", 0) for r in G._succ[node]
-                               if nodes[r].get("type") == "operation"), default=0.5)) - 0.5
+                               if nodes[r].get("type") == OPERATION), default=0.5)) - 0.5
     cache[node] = value
     return value
 
@@ -93,10 +94,10 @@ def _time(G: nx.DiGraph, node: str, cache: dict[str, float]) -> float:
 def _trace_of(G: nx.DiGraph, node: str) -> str | None:
     """An operation's trace; a variable belongs to its producer's trace (or its first reader's)."""
     nodes = G._node
-    if nodes[node].get("type") == "operation":
+    if nodes[node].get("type") == OPERATION:
         return nodes[node].get("trace_id")
-    near = [p for p in G._pred[node] if nodes[p].get("type") == "operation"]
-    near = near or [s for s in G._succ[node] if nodes[s].get("type") == "operation"]
+    near = [p for p in G._pred[node] if nodes[p].get("type") == OPERATION]
+    near = near or [s for s in G._succ[node] if nodes[s].get("type") == OPERATION]
     if not near:
         return None
     return nodes[min(near, key=lambda n: nodes[n].get("order", 0))].get("trace_id")
@@ -120,7 +121,7 @@ def _lost(G: nx.DiGraph, attribution: Any, root: str | None) -> list[str]:
     lost = []
     if root in path and path.index(root) > 0:
         before = path[path.index(root) - 1]
-        if G.nodes[before].get("type") == "variable":
+        if G.nodes[before].get("type") == VARIABLE:
             lost.append(before)
     for out in G._succ[root]:
         data = G.nodes[out]
@@ -192,7 +193,7 @@ def _marks(G: nx.DiGraph, node: str, core: set[str], evidence: set[str], lost: s
         marks.add("lost")
     if data.get("deleted"):
         marks.add("deleted")
-    if data.get("type") == "variable" and node in overwritten:
+    if data.get("type") == VARIABLE and node in overwritten:
         marks.add("overwritten")
     for flag, hit in (("evidence", node in evidence), ("answer", node == answer),
                       ("evaluation", node == evaluation), ("path", node in core)):
@@ -206,7 +207,7 @@ def _fold_chains(G: nx.DiGraph, keep: set[str], protected: set[str]) -> dict[str
     by_name: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for node in keep:
         data = G.nodes[node]
-        if data.get("type") == "variable" and isinstance(data.get("version"), int):
+        if data.get("type") == VARIABLE and isinstance(data.get("version"), int):
             by_name[str(data.get("name"))].append((data["version"], node))
     folded: dict[str, str] = {}
     for name, versions in sorted(by_name.items()):
@@ -227,7 +228,7 @@ def _fold_chains(G: nx.DiGraph, keep: set[str], protected: set[str]) -> dict[str
 def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, str]) -> None:
     """Fold the off-path inputs and outputs of operations with many of them (those touching nothing else)."""
     degree: dict[str, int] = {}
-    for op in sorted(n for n in keep if G.nodes[n].get("type") == "operation"):
+    for op in sorted(n for n in keep if G.nodes[n].get("type") == OPERATION):
         for side, neighbours in (("in", G._pred[op]), ("out", G._succ[op])):
             # A dict view's ``&`` iterates the smaller side (set.intersection would iterate the
             # dict): a search may read thousands of nodes, a slice keeps a few hundred.
@@ -309,7 +310,7 @@ def lineage_slice(G: nx.DiGraph, attribution: Any, *, max_nodes: int = 200) -> L
 
 def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str]) -> SliceNode:
     data = G.nodes[node]
-    if data.get("type") == "operation":
+    if data.get("type") == OPERATION:
         steps = data.get("steps") or data.get("step") or ()
         detail = str(data.get("category") or "")
         if isinstance(steps, list) and steps:
@@ -347,7 +348,7 @@ def _assemble(G: nx.DiGraph, keep: set[str], folded: dict[str, str], core: list[
 
 def _collapsed(G: nx.DiGraph, group: str, members: list[str], times: dict[str, float]) -> SliceNode:
     when = sorted(_time(G, m, times) for m in members)
-    ops = sum(G.nodes[m].get("type") == "operation" for m in members)
+    ops = sum(G.nodes[m].get("type") == OPERATION for m in members)
     what = {"fold:chain": "versions", "fold:in": "other inputs", "fold:out": "other outputs"}
     kind = next((label for prefix, label in what.items() if group.startswith(prefix)), "more nodes")
     label = f"… {len(members)} {kind}"

@@ -21,6 +21,7 @@ from typing import Any
 import networkx as nx
 
 from memtrace_otel.attribution import Attribution
+from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.semconv import ErrorType, VariableKind
 
 __all__ = ["alternatives_text", "plain_explanation", "span_name_of"]
@@ -51,7 +52,7 @@ def _when(nanos: Any) -> str | None:
 
 def _variable(G: nx.DiGraph, node: str) -> Mapping[str, Any] | None:
     data = G.nodes[node] if node in G else None
-    return data if data is not None and data.get("type") == "variable" else None
+    return data if data is not None and data.get("type") == VARIABLE else None
 
 
 def _label(G: nx.DiGraph, node: str, quotable: bool) -> str:
@@ -72,7 +73,7 @@ def _label(G: nx.DiGraph, node: str, quotable: bool) -> str:
 def _written_at(G: nx.DiGraph, variable: str) -> str | None:
     """When ``variable`` was written: the start of the operation that produced it."""
     for producer in sorted(G.predecessors(variable)):
-        if G.nodes[producer].get("type") == "operation":
+        if G.nodes[producer].get("type") == OPERATION:
             return _when(G.nodes[producer].get("start"))
     return None
 
