@@ -146,19 +146,37 @@ def _questions(data: dict[str, object]) -> list[QA]:
     return questions
 
 
-def load_conversation(conversation_id: str, directory: str | None = None) -> Conversation:
-    """Load conversation ``conversation_id`` (e.g. ``"26"``) from the LoCoMo directory.
+def read_conversation_file(conversation_id: str, directory: str | None = None) -> dict[str, object]:
+    """The JSON object of conversation ``conversation_id``'s file, as stored (one read for every loader).
 
-    Raises ``FileNotFoundError`` / ``ValueError`` naming the file when it is absent or not JSON,
-    ``ValueError`` when the id is not a plain name (:func:`check_conversation_id`).
+    Raises ``ValueError`` when the id is not a plain name (:func:`check_conversation_id`) or the
+    file is not a JSON object, ``FileNotFoundError`` naming the directory or the file when absent.
     """
-    path = os.path.join(directory or locomo_dir(), f"{check_conversation_id(conversation_id)}.json")
+    base = directory or locomo_dir()
+    path = os.path.join(base, f"{check_conversation_id(conversation_id)}.json")
+    if not os.path.isdir(base):
+        raise FileNotFoundError(f"LoCoMo directory not found: {base}")
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"LoCoMo conversation not found: {path}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_conversation(conversation_id: str, directory: str | None = None) -> Conversation:
+    """Load conversation ``conversation_id`` (e.g. ``"26"``) from the LoCoMo directory.
+
+    Raises as :func:`read_conversation_file` does.
+    """
+    return conversation_from_data(conversation_id, read_conversation_file(conversation_id, directory))
+
+
+def conversation_from_data(conversation_id: str, data: dict[str, object]) -> Conversation:
+    """The :class:`Conversation` of a file's JSON object (:func:`read_conversation_file`)."""
     speakers = (str(data.get("speaker_a", "A")), str(data.get("speaker_b", "B")))
     return Conversation(conversation_id, speakers, _sessions(data), _questions(data))

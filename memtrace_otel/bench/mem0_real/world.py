@@ -25,14 +25,11 @@ mem0 venv as well as in the project's.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 
-from memtrace_otel.bench.locomo import QA, Conversation, load_conversation
-from memtrace_otel.config import locomo_dir
+from memtrace_otel.bench.locomo import QA, Conversation, conversation_from_data, read_conversation_file
 from memtrace_otel.text import FACT_STOPWORDS, normalize_answer, stem, token_f1
 
 __all__ = [
@@ -210,12 +207,10 @@ class World:
     @classmethod
     def load(cls, conversation_id: str, *, seed: int = 0, directory: str | None = None,
              max_sessions: int | None = None, rates: FaultRates | None = None) -> World:
-        directory = directory or locomo_dir()
-        conversation = load_conversation(conversation_id, directory)
+        raw = read_conversation_file(conversation_id, directory)
+        conversation = conversation_from_data(conversation_id, raw)
         if max_sessions is not None:
             conversation = conversation.truncated(max_sessions)
-        with open(os.path.join(directory, f"{conversation_id}.json"), encoding="utf-8") as handle:
-            raw = json.load(handle)
         facts: dict[str, list[str]] = {}
         for key in sorted(raw, key=_session_order):
             value = raw[key]

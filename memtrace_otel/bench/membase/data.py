@@ -14,13 +14,11 @@ people, paraphrasing the turn they cite, as an LLM extractor's facts would.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memtrace_otel.config import locomo_dir
+from memtrace_otel.bench.locomo import read_conversation_file
 
 __all__ = ["Conversation", "Fact", "Question", "Turn", "load", "sample_index"]
 
@@ -110,21 +108,7 @@ def load(conversation_id: str, max_sessions: int, directory: str | None = None) 
     is in the window and has an observation (the information a memory system could keep).
     Raises ``FileNotFoundError`` / ``ValueError`` naming the file.
     """
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", conversation_id):
-        raise ValueError(f"{conversation_id!r} is not a plain conversation id")
-    base = directory or locomo_dir()
-    path = os.path.join(base, f"{conversation_id}.json")
-    if not os.path.isdir(base):
-        raise FileNotFoundError(f"LoCoMo directory not found: {base}")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"LoCoMo conversation not found: {path}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    data = read_conversation_file(conversation_id, directory)
     sample = sample_index(conversation_id)
     facts = _facts(data)
     indexes = sorted(int(m.group(1)) for k, v in data.items()
@@ -132,7 +116,8 @@ def load(conversation_id: str, max_sessions: int, directory: str | None = None) 
     turns: list[Turn] = []
     for index in indexes:
         stamp = _iso(str(data.get(f"session_{index}_date_time", "")))
-        for raw in data[f"session_{index}"]:
+        session = data[f"session_{index}"]
+        for raw in session if isinstance(session, list) else []:  # a list: indexes keep only those
             if not isinstance(raw, dict) or not isinstance(raw.get("dia_id"), str):
                 continue
             dia = raw["dia_id"]
@@ -140,10 +125,13 @@ def load(conversation_id: str, max_sessions: int, directory: str | None = None) 
                               index, stamp, tuple(facts.get(dia, ()))))
     present = {t.dia_id for t in turns if t.facts}
     questions = []
-    for number, raw in enumerate(data.get("qa") or [], start=1):
+    listed = data.get("qa")
+    for number, raw in enumerate(listed if isinstance(listed, list) else [], start=1):
         if not isinstance(raw, dict):
             continue
-        evidence = tuple(dict.fromkeys(_DIA.findall(" ".join(str(e) for e in raw.get("evidence") or []))))
+        cited = raw.get("evidence")
+        evidence = tuple(dict.fromkeys(_DIA.findall(" ".join(str(e) for e in cited)))) \
+            if isinstance(cited, list) else ()
         category = int(raw.get("category", 0) or 0)
         answer = raw.get("answer")
         if category == 5 or answer is None or not evidence or not set(evidence) <= present:
