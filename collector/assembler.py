@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.signals import is_failing
 from memtrace_otel.spans.model import SpanRecord
 
 __all__ = ["AssembledTrace", "TraceAssembler", "trace_index"]
@@ -50,7 +50,8 @@ def trace_index(spans: Iterable[SpanRecord]) -> dict[str, tuple[int, bool]]:
     index: dict[str, tuple[int, bool]] = {}
     for span in spans:
         count, failed = index.get(span.trace_id, (0, False))
-        index[span.trace_id] = (count + 1, failed or span.attributes.get(MemTrace.EVALUATION_PASSED) is False)
+        # memtrace's own verdict, or an evaluator's failing gen_ai.evaluation.result (signals.py)
+        index[span.trace_id] = (count + 1, failed or is_failing(span))
     return index
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import GenAIEvent, MemTrace
+from memtrace_otel.signals import default_failure_rule
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
 __all__ = ["attributes_of", "decode_request", "index_request", "records_from_request", "span_count"]
@@ -149,6 +150,17 @@ def records_from_request(request: ExportTraceServiceRequest, where: str,
 
 
 _PASSED = MemTrace.EVALUATION_PASSED
+_EVALUATION_RESULT = GenAIEvent.EVALUATION_RESULT
+
+
+def _evaluator_failed(span: Any) -> bool:
+    """Whether an evaluator's ``gen_ai.evaluation.result`` event on a protobuf span says it failed
+    (:mod:`memtrace_otel.signals`); only such events' attributes are decoded."""
+    if any(kv.key == _PASSED for kv in span.attributes):
+        return False  # memtrace's own verdict decides
+    rule = default_failure_rule()
+    return any(event.name == _EVALUATION_RESULT
+               and rule.fails({kv.key: _value(kv.value) for kv in event.attributes}) for event in span.events)
 
 
 def index_request(request: ExportTraceServiceRequest, where: str,
@@ -181,6 +193,8 @@ def index_request(request: ExportTraceServiceRequest, where: str,
                 for kv in span.attributes:
                     if kv.key == _PASSED:
                         failed = kv.value.WhichOneof("value") == "bool_value" and not kv.value.bool_value
+                if not failed and span.events and _evaluator_failed(span):
+                    failed = True
                 count, before = index.get(trace_id, (0, False))
                 index[trace_id] = (count + 1, before or failed)
     return index

@@ -74,6 +74,7 @@ from memtrace_otel.spans.linked import LinkedFetch
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS
 from memtrace_otel.version import __version__
+from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["AttributionService", "ServiceStats"]
 
@@ -242,6 +243,9 @@ class AttributionService:
         How long a verdict made while the backend failed is retried; 0 turns redo off.
     admission:
         The receivers' bound on bytes being decoded; reading a stored request back takes from it.
+    metrics:
+        Where attribution outcomes are counted (:mod:`memtrace_otel.writeback.metrics`); by default
+        the global ``MeterProvider`` (a no-op unless one is set; ``serve --metrics-otlp`` sets its own).
     """
 
     def __init__(self, exporter: SpanExporter | Sender, *, backend: TraceBackend | None = None,
@@ -250,7 +254,8 @@ class AttributionService:
                  content_by_hash: ContentLookup | None = None,
                  store_lookback: float = DEFAULT_LOOKBACK_SECONDS, store: DurableStore | None = None,
                  workers: int = 2, budget: Budget | None = None, redo_seconds: float = 3600.0,
-                 max_backlog: int = 1000, admission: Admission | None = None) -> None:
+                 max_backlog: int = 1000, admission: Admission | None = None,
+                 metrics: AttributionMetrics | None = None) -> None:
         if max_jobs < 1 or tick_seconds <= 0 or store_lookback < 0 or workers < 1 or redo_seconds < 0:
             raise ValueError("max_jobs and workers must be >= 1, tick_seconds > 0, store_lookback and "
                              "redo_seconds >= 0")
@@ -263,6 +268,7 @@ class AttributionService:
         self._content_by_hash = content_by_hash
         self.engine = create_engine(engine)
         self.stats = ServiceStats()
+        self.metrics = metrics or AttributionMetrics(source="serve")
         self.store = store or DurableStore(None)
         self.admission = admission
         self.memory_guard = admission.guard if admission is not None else None
@@ -388,6 +394,7 @@ class AttributionService:
         for trace_id in dropped:
             self._read_back.forget(trace_id)
         self.stats.add(traces_failed=len(failed), jobs_dropped=len(dropped))
+        self.metrics.dropped("queue_full", len(dropped))
         if dropped:
             _logger.warning("attribution queue full: %d failed trace(s) not attributed so far",
                             self.stats.jobs_dropped)
@@ -429,6 +436,7 @@ class AttributionService:
             self._attribute(job)
         except Exception as error:  # one bad trace must not stop the service
             self.stats.add(attribution_errors=1)
+            self.metrics.dropped("error")
             _logger.exception("attributing trace %s failed: %s", job.trace.trace_id, error)
             if job.redo is None:
                 self.store.release([job.trace.trace_id])
@@ -438,6 +446,7 @@ class AttributionService:
                     self._redoing.discard(job.trace.trace_id)
 
     def _attribute(self, job: _Job) -> None:
+        started = time.perf_counter()
         trace = job.trace
         spans = self._read_back.spans_of(trace.trace_id)
         self.assembler.keep_first(trace, spans)
@@ -492,6 +501,10 @@ class AttributionService:
                             "again when it answers (within %g s)", trace.trace_id, self.redo_seconds)
         self.outbox.add(self.store.finish(trace.trace_id, batches, redo=redo))
         self.stats.add(attributions=len(found.attributions), redone=int(job.redo is not None))
+        if found.attributions and job.redo is None:  # a redo replaces a verdict already counted
+            share = (time.perf_counter() - started) / len(found.attributions)  # one gather and graph
+            for attribution in found.attributions:
+                self.metrics.attributed(found.graph, attribution, share)
 
     def _no_content(self, message: str) -> None:
         kind = message == NO_CONTENT_WARNING  # or the engine failed on the case: each kind once

@@ -24,6 +24,7 @@ __all__ = [
     "ENV_CONTENT_MAX_CHARS",
     "ENV_CONTENT_STORE",
     "ENV_CONTENT_UPLOAD_BASE_PATH",
+    "ENV_EVALUATION_FAIL_BELOW",
     "ENV_GENAI_UPLOAD_BASE_PATH",
     "ENV_JAEGER_URL",
     "ENV_LOCOMO_DIR",
@@ -51,6 +52,7 @@ __all__ = [
     "default_serve_data_dir",
     "env_int",
     "env_seconds",
+    "evaluation_fail_below_from_env",
     "locomo_dir",
     "max_input_bytes_from_env",
     "setting",
@@ -189,6 +191,26 @@ def upload_base_path_from_env() -> str | None:
         if value:
             return value
     return None
+
+
+ENV_EVALUATION_FAIL_BELOW = "MEMTRACE_EVALUATION_FAIL_BELOW"
+"""An evaluator's ``gen_ai.evaluation.score.value`` under this fails the answer (default 0.5; ``off``)."""
+_DEFAULT_EVALUATION_FAIL_BELOW = 0.5
+
+
+def evaluation_fail_below_from_env() -> float | None:
+    """The score under which an evaluator's result is a failure (``MEMTRACE_EVALUATION_FAIL_BELOW``,
+    default 0.5); ``None`` when set to ``off`` (only labels decide).
+
+    >>> os.environ.pop(ENV_EVALUATION_FAIL_BELOW, None) and None
+    >>> evaluation_fail_below_from_env()
+    0.5
+    """
+    raw = os.environ.get(ENV_EVALUATION_FAIL_BELOW, "").strip()
+    if raw.lower() == "off":
+        return None
+    return _env_number(ENV_EVALUATION_FAIL_BELOW, _DEFAULT_EVALUATION_FAIL_BELOW, float, math.isfinite,
+                       "a finite number or off")
 
 
 def content_store_from_env() -> str | None:

@@ -380,7 +380,7 @@ def all_keys() -> list[str]:
     """
     keys: list[str] = []
     for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench,
-                      SmartComment):
+                      SmartComment, MemTraceTarget):
         keys.extend(
             value
             for name, value in vars(namespace).items()
@@ -539,3 +539,56 @@ GENAI_GENERATION_OPERATIONS: frozenset[GenAIOperation] = GENAI_CALL_OPERATIONS -
 """Model calls that answer with text: the operation's outputs are derived from their responses."""
 
 __all__ += ["GENAI_CALL_OPERATIONS", "GENAI_GENERATION_OPERATIONS"]
+
+
+# -- Failure signals from other tools, and metrics ------------------------------------------------
+# Appended for issue 26 (items 3 and 4): a verdict recorded apart from the answer it judges, and the
+# metrics the processor and `memtrace serve` report (names in the OTel metric conventions' style:
+# dotted, lower case, unit in UCUM, counts as `{failure}`-style annotations).
+
+
+class MemTraceTarget:
+    """Attributes of an evaluation span recorded apart from the answer it judges
+    (:func:`memtrace_otel.feedback.record_feedback`: a thumbs-down, a correction or a judge's verdict
+    arriving later, from another request or process). The span also links to the judged span; the
+    ids are repeated as attributes because Jaeger keeps a link's target but not its attributes."""
+
+    TRACE_ID = "memtrace.evaluation.target.trace_id"
+    """Trace id of the judged span (the answer's), 32 lowercase hex digits."""
+    SPAN_ID = "memtrace.evaluation.target.span_id"
+    """Span id of the judged span, 16 lowercase hex digits."""
+
+
+class MemTraceMetric:
+    """Metric instruments of attribution (meter ``memtrace_otel.writeback``): name, unit, description."""
+
+    FAILURES = "memtrace.attribution.failures"
+    FAILURES_UNIT = "{failure}"
+    FAILURES_DESCRIPTION = ("Failed answers attributed, by error type, blamed operation and the blamed "
+                            "operation's service; error type 'none' when no operation could be blamed")
+    DURATION = "memtrace.attribution.duration"
+    DURATION_UNIT = "s"
+    DURATION_DESCRIPTION = ("Time spent attributing one failed answer: gathering its traces, building the "
+                            "graph, running the engine, writing the verdict")
+    DROPPED = "memtrace.attribution.dropped"
+    DROPPED_UNIT = "{failure}"
+    DROPPED_DESCRIPTION = ("Failed answers not attributed, by reason (queue_full, shutdown, evicted, "
+                           "over_budget, error)")
+
+
+class MemTraceMetricAttribute:
+    """Attributes of the metric points (low cardinality: names and types, never ids)."""
+
+    ERROR_TYPE = "memtrace.error_type"
+    """As on the annotation spans, or ``none``."""
+    OPERATION_NAME = "memtrace.root_cause.operation.name"
+    """The blamed operation's application-level name (``mem0.update`` ...), or ``none``."""
+    SERVICE_NAME = "service.name"
+    """The blamed operation's service (the resource's ``service.name``), or ``unknown``."""
+    REASON = "memtrace.drop.reason"
+    """Why a failure was not attributed (:data:`MemTraceMetric.DROPPED`)."""
+    SOURCE = "memtrace.attribution.source"
+    """Who attributed: ``processor`` or ``serve``."""
+
+
+__all__ += ["MemTraceMetric", "MemTraceMetricAttribute", "MemTraceTarget"]

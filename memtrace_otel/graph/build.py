@@ -44,6 +44,7 @@ from memtrace_otel.graph.attributes import a_type, number, parse_id, report, str
 from memtrace_otel.graph.cycles import break_cycles
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
+from memtrace_otel.graph.verdicts import evaluator_node, evaluator_node_id, resolve_targets
 from memtrace_otel.semconv import (
     GENAI_OPERATION_CATEGORY,
     Category,
@@ -52,8 +53,10 @@ from memtrace_otel.semconv import (
     MemTrace,
     MemTraceEvent,
     MemTraceStep,
+    MemTraceTarget,
     VariableKind,
 )
+from memtrace_otel.signals import EvaluatorVerdict, FailureRule, failing_verdict
 from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.readers import gc_paused
 from memtrace_otel.wire import (
@@ -152,6 +155,7 @@ def _evaluation(span: SpanRecord, problems: list[Problem]) -> dict[str, Any] | N
 
 
 _PLAIN = frozenset({str, type(None)})
+_HEX = frozenset("0123456789abcdef")
 _OPERATION_TEXTS = (_NAME, _OUTCOME, _GEN_AI_OPERATION, _STORE)
 
 
@@ -210,8 +214,14 @@ class _Builder:
     ``succ[u][v]`` and ``pred[v][u]``.
     """
 
-    def __init__(self, content: ContentLookup | None, by_hash: ContentLookup | None = None) -> None:
+    def __init__(self, content: ContentLookup | None, by_hash: ContentLookup | None = None,
+                 failure_rule: FailureRule | None = None) -> None:
         self.problems: list[Problem] = []
+        self.failure_rule = failure_rule
+        # Failures other tools recorded (graph/verdicts.py): evaluator results found on spans, and
+        # evaluation node -> the (trace, span) it judges, whose answer is found once all is read.
+        self.evaluator_failures: list[tuple[SpanRecord, EvaluatorVerdict]] = []
+        self.targets: dict[str, tuple[str, str]] = {}
         self.content = content
         self.by_hash = by_hash
         self.referenced: set[str] = set()  # variables whose contents spans left in a content store
@@ -286,6 +296,8 @@ class _Builder:
         category = _category(span, problems)
         if category is None:
             self.genai.add(span)
+            if span.events:
+                self.evaluator_failure(span)
             return  # not a memory operation: ordinary application spans stay out of the graph
         node = f"op:{span.trace_id}:{span.span_id}"  # operation_node_id, inlined (hot path)
         self.span_ops.add((span.trace_id, span.span_id))
@@ -305,6 +317,39 @@ class _Builder:
             steps = _steps(span, problems)
             if steps:
                 data["steps"] = steps
+            self.evaluator_failure(span)
+        if "passed" in data and MemTraceTarget.SPAN_ID in a:
+            self.target(node, span)
+
+    def evaluator_failure(self, span: SpanRecord) -> None:
+        """Keep an evaluator's failing ``gen_ai.evaluation.result`` on ``span`` (made a node at the end)."""
+        found = failing_verdict(span, self.failure_rule)
+        if found is not None:
+            self.evaluator_failures.append((span, found))
+
+    def target(self, node: str, span: SpanRecord) -> None:
+        """Remember the span a verdict recorded apart from its answer judges
+        (``memtrace.evaluation.target.*``)."""
+        a = span.attributes
+        trace_id = text(a.get(MemTraceTarget.TRACE_ID), MemTraceTarget.TRACE_ID, span, self.problems)
+        span_id = text(a.get(MemTraceTarget.SPAN_ID), MemTraceTarget.SPAN_ID, span, self.problems)
+        if not trace_id or not span_id:
+            return
+        if not (len(trace_id) == 32 and len(span_id) == 16 and all(c in _HEX for c in trace_id + span_id)):
+            report(self.problems, span, MemTraceTarget.SPAN_ID, "does not name a span (32 and 16 lowercase "
+                                                               "hex digits); the verdict judges no answer")
+            return
+        self.targets[node] = (trace_id, span_id)
+
+    def add_evaluator_failures(self) -> None:
+        """One evaluation node per span an evaluator failed (its first failing result)."""
+        for span, found in self.evaluator_failures:
+            node = evaluator_node_id(span.trace_id, span.span_id)
+            if node in self.nodes:
+                continue  # the same span read twice
+            self.nodes[node] = evaluator_node(span, found)
+            self.succ[node], self.pred[node] = {}, {}
+            self.targets[node] = (span.trace_id, span.span_id)
 
     def lineage(self, node: str, span: SpanRecord) -> None:
         """The input and output edges of operation ``node``; a version written twice is reported."""
@@ -390,8 +435,13 @@ class _Builder:
         # A link to a span that is not here means its trace was not read: the trace backend
         # can be asked for it (Jaeger keeps links as references, without their attributes).
         span_ops, missing = self.span_ops, defaultdict(set)
+        # A verdict's link to the span it judges may point at a span that is no operation (the
+        # request around the answer): its trace is here when any of its operations is.
+        judged = {trace for trace, _ in self.targets.values()}
+        judged &= {trace for trace, _ in span_ops} if judged else judged
         for node, link in self.links:
-            if (link.trace_id, link.span_id) not in span_ops:
+            if (link.trace_id, link.span_id) not in span_ops and not (
+                    node in self.targets and link.trace_id in judged):
                 missing[node].add(link.trace_id)
         for node, traces in missing.items():
             self.nodes[node]["missing_links"] = sorted(traces)
@@ -399,6 +449,8 @@ class _Builder:
 
     def finish(self) -> nx.DiGraph:
         missing = self._missing_links()
+        if self.evaluator_failures:
+            self.add_evaluator_failures()
         if self.content is not None or self.by_hash is not None:
             self._fill_contents()
         graph = nx.DiGraph(problems=self.problems, missing_traces=missing)
@@ -408,6 +460,7 @@ class _Builder:
         if self.genai:  # before ordering: steps take their place in execution order
             add_genai_steps(graph, self.genai, self.problems)
         self._order_operations()
+        resolve_targets(graph, self.targets, self.genai.parents)
         self._version_edges()
         break_cycles(graph, self.problems)
         return graph
@@ -433,7 +486,8 @@ class _Builder:
 
 
 def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None,
-                content_by_hash: ContentLookup | None = None) -> nx.DiGraph:
+                content_by_hash: ContentLookup | None = None,
+                failure_rule: FailureRule | None = None) -> nx.DiGraph:
     """The memory evolution graph of ``spans`` (any number of traces and files).
 
     Parameters
@@ -447,6 +501,11 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
         Lookup of texts by content hash (a
         :class:`~memtrace_otel.content.ContentResolver`'s ``get``): the variables and
         verdict texts of spans that carry ``memtrace.content_ref`` are resolved with it.
+    failure_rule:
+        What makes an evaluator's ``gen_ai.evaluation.result`` on a span a failure
+        (:class:`~memtrace_otel.signals.FailureRule`; by default labels such as ``fail``, or a
+        score under ``MEMTRACE_EVALUATION_FAIL_BELOW``, 0.5). Each such span becomes a failed
+        evaluation of its own (:mod:`memtrace_otel.graph.verdicts`).
 
     Returns
     -------
@@ -467,7 +526,7 @@ def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = 
     >>> G.nodes["fact:1@1"]["kind"]
     'facts'
     """
-    builder = _Builder(content, content_by_hash)
+    builder = _Builder(content, content_by_hash, failure_rule)
     with gc_paused():
         for span in spans:
             builder.add_span(span)

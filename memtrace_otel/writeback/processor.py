@@ -43,6 +43,7 @@ from typing import Any
 
 import networkx as nx
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanContext, Tracer, TracerProvider
 
@@ -50,6 +51,7 @@ from memtrace_otel.attribution import Engine, create_engine
 from memtrace_otel.attribution.runner import NO_CONTENT_WARNING, attribute_failures
 from memtrace_otel.batch_worker import DROPPED_SHUTDOWN, BatchWorker
 from memtrace_otel.graph import build_graph, operation_node_id
+from memtrace_otel.graph.verdicts import evaluator_node_id
 from memtrace_otel.instrument import MemoryTracer, current_operation
 from memtrace_otel.semconv import (
     GENAI_CALL_OPERATIONS,
@@ -58,9 +60,11 @@ from memtrace_otel.semconv import (
     GenAI,
     MemTrace,
 )
+from memtrace_otel.signals import failing_verdict
 from memtrace_otel.spans.model import SpanRecord, record_from_readable
 from memtrace_otel.version import __version__
 from memtrace_otel.writeback.annotations import annotate
+from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["AttributionSpanProcessor"]
 
@@ -147,6 +151,15 @@ class AttributionSpanProcessor(SpanProcessor):
         ``stats()['jobs_skipped_budget']``, logged once) rather than slow the
         application. It may spend a quarter CPU-second ahead (a burst), and one costly graph
         or case may overdraw it: what follows waits until that is paid back.
+    meter_provider:
+        Where the attribution metrics go (:mod:`memtrace_otel.writeback.metrics`: failures by
+        error type, blamed operation and service; time per failure; drops); the global
+        ``MeterProvider`` when ``None`` (a no-op until the application sets one).
+
+    A failure is an evaluation span ending with ``memtrace.evaluation.passed = false``, or any
+    span ending with an evaluator's failing ``gen_ai.evaluation.result`` event
+    (:mod:`memtrace_otel.signals`), or a verdict recorded later against an answer's span
+    (:func:`memtrace_otel.feedback.record_feedback`) while that answer's spans are still indexed.
 
     Raises
     ------
@@ -176,6 +189,7 @@ class AttributionSpanProcessor(SpanProcessor):
         max_queue: int = _DEFAULT_MAX_QUEUE,
         capture_content: bool | None = None,
         cpu_budget: float | None = _DEFAULT_CPU_BUDGET,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         if not isinstance(tracer, MemoryTracer):
             raise ValueError(f"tracer must be a MemoryTracer, not {type(tracer).__name__}")
@@ -194,6 +208,7 @@ class AttributionSpanProcessor(SpanProcessor):
         else:
             raise ValueError(f"engine must be an engine name or an Engine, not {type(engine).__name__}")
         self._content = tracer.contents.get
+        self._metrics = AttributionMetrics(meter_provider, source="processor")
         self._include_explanation = tracer.capture_content if capture_content is None else capture_content
         self._provider = tracer_provider
         self._writer: Tracer | None = None
@@ -234,15 +249,21 @@ class AttributionSpanProcessor(SpanProcessor):
             present = _KEYS.intersection(attributes)
             if _CATEGORY not in present and (_GEN_AI_OPERATION not in present
                                              or attributes[_GEN_AI_OPERATION] not in _MEMORY_OPERATIONS):
+                kept = False
                 if _GEN_AI_OPERATION in present or self._waiting:
-                    self._step_span(span, attributes[_GEN_AI_OPERATION] if _GEN_AI_OPERATION in present
-                                    else None)
+                    kept = self._step_span(span, attributes[_GEN_AI_OPERATION] if _GEN_AI_OPERATION in present
+                                           else None)
+                if span.events and failing_verdict(span) is not None:  # an evaluator judged this span
+                    if not kept:
+                        self._keep(span)
+                    self._submit(span)
                 return  # other application spans stay out of the graph
             scope = span.instrumentation_scope
             if scope is not None and scope.name == WRITEBACK_SCOPE:
                 return  # our own annotation spans, coming back through the provider
             self._keep(span)
-            if _PASSED in present and attributes[_PASSED] is False:
+            if ((_PASSED in present and attributes[_PASSED] is False)
+                    or (span.events and failing_verdict(span) is not None)):
                 self._submit(span)
         except Exception:  # never let a bug here reach the application or the next processor
             self._problem("on_end_errors", "on_end failed; the span was not indexed", exc_info=True)
@@ -253,8 +274,8 @@ class AttributionSpanProcessor(SpanProcessor):
             self._evicted_by_thread[threading.get_ident()] += 1
         index.append(span)
 
-    def _step_span(self, span: ReadableSpan, gen_ai_operation: object) -> None:
-        """Keep a model call made inside a memory operation, and each span between the two.
+    def _step_span(self, span: ReadableSpan, gen_ai_operation: object) -> bool:
+        """Keep a model call made inside a memory operation, and each span between the two; whether kept.
 
         Children end before their parents: a kept call names its parent, which is kept when it
         ends in turn, up to the operation (kept anyway). Calls made outside any memory operation
@@ -264,19 +285,20 @@ class AttributionSpanProcessor(SpanProcessor):
         if gen_ai_operation in _CALL_OPERATIONS:
             operation = current_operation()
             if operation is None:
-                return
+                return False
             target = operation.span.get_span_context()
             if target.trace_id != context.trace_id:
-                return
+                return False
             owner, hops = target.span_id, _MAX_HOPS
         else:
             found = self._waiting.pop((context.trace_id, context.span_id), None)
             if found is None:
-                return
+                return False
             owner, hops = found
         self._keep(span)
         if parent is not None and parent.span_id != owner and hops > 0:
             self._wait_for(parent.trace_id, parent.span_id, owner, hops - 1)
+        return True
 
     def _wait_for(self, trace_id: int, span_id: int, owner: int, hops: int) -> None:
         waiting = self._waiting
@@ -294,7 +316,9 @@ class AttributionSpanProcessor(SpanProcessor):
             self._count("jobs_queued")
         elif dropped == DROPPED_SHUTDOWN:
             self._count("jobs_dropped_shutdown")
+            self._metrics.dropped("shutdown")
         else:
+            self._metrics.dropped("queue_full")
             self._problem("jobs_dropped_queue_full", "attribution queue full (max_queue=%d); failed "
                           "evaluations are being dropped without attribution (counted in "
                           "stats()['jobs_dropped_queue_full'])", self._max_queue)
@@ -313,21 +337,23 @@ class AttributionSpanProcessor(SpanProcessor):
     def _attribute_batch(self, batch: list[ReadableSpan]) -> None:
         if not self._within_budget(len(batch)):
             return
-        started = time.thread_time()
+        started, wall = time.thread_time(), time.perf_counter()
         try:
             G, contexts = self._graph()
         except Exception:
             self._problem("graph_errors", "building the memory graph failed; %d failure(s) not attributed",
                           len(batch), exc_info=True)
+            self._metrics.dropped("error", len(batch))
             return
         finally:
             self._spent(started)
+        graph_share = (time.perf_counter() - wall) / len(batch)  # one graph serves the whole batch
         for done, evaluation in enumerate(batch):
             if not self._within_budget(len(batch) - done):
                 return
-            started = time.thread_time()
+            started, wall = time.thread_time(), time.perf_counter()
             try:
-                self._attribute(G, contexts, evaluation.context)
+                self._attribute(G, contexts, evaluation.context, graph_share - wall)
             finally:
                 self._spent(started)
 
@@ -344,6 +370,7 @@ class AttributionSpanProcessor(SpanProcessor):
         self._problem("jobs_skipped_budget", "attribution is over its CPU budget (cpu_budget=%g of a core): "
                       "failures come faster than it pays for and are skipped (counted in "
                       "stats()['jobs_skipped_budget'])", self._cpu_budget, amount=jobs)
+        self._metrics.dropped("over_budget", jobs)
         return False
 
     def _spent(self, started: float) -> None:
@@ -388,27 +415,35 @@ class AttributionSpanProcessor(SpanProcessor):
         return build_graph(held, content=self._content), contexts
 
     def _attribute(self, G: nx.DiGraph, contexts: dict[tuple[str, str], SpanContext],
-                   evaluation: SpanContext) -> None:
-        node = operation_node_id(f"{evaluation.trace_id:032x}", f"{evaluation.span_id:016x}")
+                   evaluation: SpanContext, clock: float) -> None:
+        """Attribute one failure; ``clock + perf_counter()`` is the time it has taken so far."""
+        trace_id, span_id = f"{evaluation.trace_id:032x}", f"{evaluation.span_id:016x}"
+        node = operation_node_id(trace_id, span_id)
+        if "passed" not in G._node.get(node, {}):  # an evaluator's result on the span: a node of its own
+            node = evaluator_node_id(trace_id, span_id)
         if node not in G:  # its span left the index before the worker got to it
             self._problem("jobs_evicted", "a failed evaluation's span left the index (max_spans=%d, "
                           "max_age_seconds=%g) before the worker attributed it; counted in "
                           "stats()['jobs_evicted']", self._max_spans, self._max_age_ns / 1e9)
+            self._metrics.dropped("evicted")
             return
         try:
             (verdict,) = attribute_failures(G, self._engine, evaluations=[node], warn=self._warn)
         except Exception:
             self._problem("engine_errors", "engine %s raised; failure %s not attributed",
                           self._engine.name, node, exc_info=True)
+            self._metrics.dropped("error")
             return
         try:
             spans = annotate(self._annotation_tracer(), G, [verdict],
                              include_explanation=self._include_explanation, span_contexts=contexts)
         except Exception:
             self._problem("write_errors", "writing the annotation spans failed", exc_info=True)
+            self._metrics.dropped("error")
             return
         self._count("attributed" if verdict.operation else "unattributed")
         self._count("annotation_spans", len(spans))
+        self._metrics.attributed(G, verdict, clock + time.perf_counter())
 
     def _warn(self, message: str) -> None:
         # No content (only with keep_content_in_process=0 and capture off), or the engine raised on
