@@ -18,6 +18,7 @@ from memtrace_otel.config import (
     ENV_BACKEND_OTLP,
     ENV_CONTENT_STORE,
     ENV_JAEGER_URL,
+    ENV_METRICS_OTLP,
     ENV_SERVE_DATA_DIR,
     ENV_SERVE_DATA_MIB,
     ENV_SERVE_GRPC_PORT,
@@ -63,6 +64,10 @@ class ServeConfig:
         help="OTLP endpoint of the trace backend the annotation spans go to (e.g. http://127.0.0.1:4318).")
     backend_protocol: str = setting("http/protobuf", option="--backend-protocol", choices=BACKEND_PROTOCOLS,
                                     help="Protocol of --backend-otlp.")
+    metrics_otlp: str | None = setting(
+        None, option="--metrics-otlp", env=ENV_METRICS_OTLP, metavar="URL",
+        help="OTLP/HTTP endpoint the attribution metrics go to (memtrace.attribution.failures, .duration, "
+             ".dropped; e.g. a Collector's http://127.0.0.1:4318); off by default.")
     jaeger_url: str | None = setting(
         None, option="--jaeger", env=ENV_JAEGER_URL, metavar="URL",
         help="Jaeger query URL to fetch linked traces from (memory written in earlier traces).")
@@ -135,6 +140,8 @@ class ServeConfig:
             if port is not None and not 0 <= port <= 65535:
                 raise ValueError(f"{name} port {port} is not in 0..65535")
         open_backend(self.jaeger_url, self.tempo_url)  # one of the two, each a well-formed URL
+        if self.metrics_otlp is not None and not self.metrics_otlp.startswith(("http://", "https://")):
+            raise ValueError(f"metrics endpoint {self.metrics_otlp[:80]!r} is not an http:// or https:// URL")
         if self.data_limit_mib < 16:
             raise ValueError("data directory limit must be >= 16 MiB")
         if not self.data_dir:

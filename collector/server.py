@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -25,6 +27,7 @@ from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import open_backend
+from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
 
@@ -32,6 +35,7 @@ _logger = logging.getLogger(__name__)
 _MIB = 1 << 20
 _DECODE_FACTOR = 20
 _RECEIVER_WORKERS = 4
+_METRICS_INTERVAL_MILLIS = 10_000
 
 
 def otlp_exporter(endpoint: str | None, protocol: str) -> Sender:
@@ -70,9 +74,11 @@ def _backend(config: ServeConfig) -> TraceBackend | None:
 class MemtraceServer:
     """The service and its receivers; :meth:`start` binds, :meth:`stop` drains and closes."""
 
-    def __init__(self, config: ServeConfig, service: AttributionService) -> None:
+    def __init__(self, config: ServeConfig, service: AttributionService,
+                 meter_provider: MeterProvider | None = None) -> None:
         self.config = config
         self.service = service
+        self.meter_provider = meter_provider  # --metrics-otlp's: its last export happens at stop
         self.memory = service.memory_guard or MemoryGuard(config.memory_limit_mib * _MIB)
         self.admission = service.admission
         self.receivers: list[object] = []
@@ -103,13 +109,28 @@ class MemtraceServer:
     def stop(self, timeout: float = 30.0) -> bool:
         for receiver in self.receivers:
             receiver.stop()  # type: ignore[attr-defined]
-        return self.service.stop(timeout)
+        stopped = self.service.stop(timeout)
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()  # exports what the last failures counted
+        return stopped
 
 
 def _content_by_hash(config: ServeConfig) -> ContentLookup | None:
     # One resolver for the service's life: its cache serves every trace; a store that cannot
     # be read is logged once and attribution goes on without content.
     return ContentResolver(config.content_store).get if config.content_store else None
+
+
+def _meter_provider(config: ServeConfig) -> MeterProvider | None:
+    """``--metrics-otlp``: the attribution metrics exported by OTLP/HTTP every 10 s (and at stop)."""
+    if config.metrics_otlp is None:
+        return None
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    exporter = OTLPMetricExporter(endpoint=config.metrics_otlp.rstrip("/") + "/v1/metrics")
+    return MeterProvider(resource=Resource.create({"service.name": "memtrace"}),
+                         metric_readers=[PeriodicExportingMetricReader(exporter, _METRICS_INTERVAL_MILLIS)])
 
 
 def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None = None) -> MemtraceServer:
@@ -129,13 +150,15 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None 
     admission = Admission(guard, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
                           max_requests=_RECEIVER_WORKERS)
     store = DurableStore(config.data_dir, max_bytes=config.data_limit_mib * _MIB)
+    meters = _meter_provider(config)
     try:
         service = AttributionService(sender, backend=_backend(config), assembler=assembler,
                                      engine=config.engine, content_by_hash=_content_by_hash(config),
                                      store_lookback=config.store_lookback,
                                      store=store, workers=config.workers, budget=budget,
-                                     redo_seconds=config.redo_seconds, admission=admission)
+                                     redo_seconds=config.redo_seconds, admission=admission,
+                                     metrics=AttributionMetrics(meters, source="serve"))
     except BaseException:
         store.close()
         raise
-    return MemtraceServer(config, service)
+    return MemtraceServer(config, service, meters)

@@ -29,6 +29,7 @@ __all__ = [
     "ENV_JAEGER_URL",
     "ENV_LOCOMO_DIR",
     "ENV_MAX_INPUT_BYTES",
+    "ENV_METRICS_OTLP",
     "ENV_OPENAI_API_KEY",
     "ENV_OPENAI_API_KEY_FALLBACK",
     "ENV_OPENAI_BASE_URL",
@@ -196,6 +197,8 @@ def upload_base_path_from_env() -> str | None:
 ENV_EVALUATION_FAIL_BELOW = "MEMTRACE_EVALUATION_FAIL_BELOW"
 """An evaluator's ``gen_ai.evaluation.score.value`` under this fails the answer (default 0.5; ``off``)."""
 _DEFAULT_EVALUATION_FAIL_BELOW = 0.5
+ENV_METRICS_OTLP = "MEMTRACE_METRICS_OTLP"
+"""OTLP/HTTP base URL ``memtrace serve`` exports its attribution metrics to (``--metrics-otlp``)."""
 
 
 def evaluation_fail_below_from_env() -> float | None:

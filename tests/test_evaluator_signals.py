@@ -130,7 +130,8 @@ def _pipeline(provider: TracerProvider, *, event_on: str | None = None,
 
 
 def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
-    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
 

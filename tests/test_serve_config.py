@@ -31,8 +31,9 @@ def test_every_serve_option_is_a_config_field_with_its_default_and_variable() ->
 def test_serve_variables_are_defined_in_config() -> None:
     defined = {getattr(config, name) for name in config.__all__ if name.startswith("ENV_")}
     used = [spec.env for _, spec in config.settings(ServeConfig) if spec.env]
-    # host, two ports, settle, memory, backend, jaeger, tempo, lookback, content store, data dir, its limit
-    assert len(used) == 12
+    # host, two ports, settle, memory, backend, metrics, jaeger, tempo, lookback, content store, data dir,
+    # its limit
+    assert len(used) == 13
     assert set(used) <= defined
 
 
