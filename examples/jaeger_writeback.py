@@ -16,13 +16,13 @@ import argparse
 from dataclasses import dataclass
 
 from offline_memory_agent import QUESTIONS, SESSIONS, TinyMemory  # same folder
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import format_trace_id
 
 from memtrace_otel import MemoryTracer
+from memtrace_otel.extras import missing_extra
 from memtrace_otel.writeback import AttributionSpanProcessor
 
 __all__ = ["Pipeline", "ask", "ingest", "instrumented_provider", "new_agent"]
@@ -76,6 +76,11 @@ def main() -> None:
                         help="OTLP/HTTP traces endpoint (Jaeger's OTLP receiver)")
     parser.add_argument("--service", default="memory-agent", help="service.name of the spans")
     args = parser.parse_args()
+    try:  # the [serve] extra brings the OTLP/HTTP exporter; the rest of this module needs none
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        raise SystemExit(missing_extra("examples/jaeger_writeback.py (the OTLP/HTTP span exporter)",
+                                       "serve")) from None
     pipeline = instrumented_provider(OTLPSpanExporter(endpoint=args.endpoint), args.service)
     agent = new_agent(pipeline)
     for number, trace_id in enumerate(ingest(agent), start=1):

@@ -10,7 +10,7 @@ Porto. That is where it goes wrong: on mem0 1.x the memory LLM decides to UPDATE
 own profile-merge calls ``memory.update`` on it. Asked where the user moved, the agent no
 longer knows, and ``memtrace analyze`` names the mem0 operation that lost the fact::
 
-    pip install 'memtrace-otel[mem0]' mem0ai
+    pip install '.[mem0]' mem0ai        # in a memtrace-otel checkout
     python examples/mem0_agent.py --out spans/
     memtrace analyze spans/
 
@@ -43,7 +43,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from memtrace_otel import Category, VariableKind
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, context_name, mem0_generation
+from memtrace_otel.extras import install_hint, missing_extra
+
+try:  # the [mem0] extra: the instrumentor's own dependencies (mem0ai is the application's)
+    from memtrace_otel.instrument.mem0 import Mem0Instrumentor, context_name, mem0_generation
+except ImportError:
+    raise SystemExit(missing_extra("examples/mem0_agent.py (the mem0 instrumentor)", "mem0")) from None
 
 USER = "ana"
 SESSIONS = ["I moved to Lisbon in March.", "I adopted a dog called Pepper.", "I visited Porto last weekend."]
@@ -167,7 +172,11 @@ def main() -> int:
     instrumentor = Mem0Instrumentor()
     instrumentor.instrument(tracer_provider=provider)  # the one line that traces mem0
 
-    from mem0 import Memory
+    try:
+        from mem0 import Memory
+    except ImportError:
+        raise SystemExit(f"examples/mem0_agent.py needs mem0ai 1.x or 2.x: pip install mem0ai "
+                         f"(and the [mem0] extra: {install_hint('mem0')})") from None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

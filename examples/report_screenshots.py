@@ -1,8 +1,11 @@
 """Make docs/report.md's screenshots: the offline example's spans -> `memtrace report` -> headless Chromium.
 
-    python examples/report_screenshots.py [--out docs/img]
+    python examples/report_screenshots.py                  # into a new temporary directory
+    python examples/report_screenshots.py --out docs/img   # replace the tracked screenshots
 
-Needs Debian's chromium and chromium-driver, and selenium (the `[test]` extra).
+Writes into a new temporary directory unless ``--out`` says where (the tracked ``docs/img`` is
+replaced only when asked). Needs Debian's chromium and chromium-driver, and selenium (the
+``[test]`` extra).
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ from browser_harness import chromium, missing_reason  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(HERE, "..", "docs", "img"))
+    parser.add_argument("--out", default=None,
+                        help="directory for the PNGs (default: a new temporary directory; docs/img replaces "
+                             "the tracked screenshots)")
     parser.add_argument("--figures", type=int, default=3, help="how many failure sections to capture")
     args = parser.parse_args()
     if missing_reason():
-        raise SystemExit(missing_reason())
+        raise SystemExit(f"examples/report_screenshots.py: {missing_reason()}")
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="memtrace-screenshots-")
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         subprocess.run([sys.executable, os.path.join(HERE, "offline_memory_agent.py"), "--out", work],

@@ -36,6 +36,7 @@ from memtrace_otel.config import (
     ENV_OPENAI_BASE_URL_FALLBACK,
     ENV_OPENAI_MODEL,
 )
+from memtrace_otel.extras import missing_extra
 from memtrace_otel.suppress import suppress_instrumentation
 
 __all__ = [
@@ -187,8 +188,7 @@ class LLMClient:
             try:
                 import openai
             except ImportError as error:
-                raise LLMError("the openai package is not installed "
-                               "(pip install memtrace-otel[openai])") from error
+                raise LLMError(missing_extra("the LLM engines (the openai package)", "openai")) from error
             if self.api_key is None:
                 raise LLMError(f"no OpenAI endpoint configured: set {ENV_OPENAI_BASE_URL} "
                                f"or {ENV_OPENAI_API_KEY}")

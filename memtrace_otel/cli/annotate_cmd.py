@@ -59,6 +59,7 @@ from memtrace_otel.cli.common import (
 )
 from memtrace_otel.cli.terminal import safe_markup, safe_text
 from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
+from memtrace_otel.extras import missing_extra
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import FailureSearch
@@ -311,8 +312,8 @@ def annotate_command(
         try:
             import opentelemetry.exporter.otlp.proto.http  # noqa: F401 - only: is the extra installed?
         except ImportError:
-            raise click.ClickException("`memtrace annotate` writes by OTLP/HTTP, whose exporter comes with "
-                                       "pip install 'memtrace-otel[serve]' (or use --dry-run)") from None
+            raise click.ClickException(missing_extra("`memtrace annotate` (it writes by OTLP/HTTP; or use "
+                                                     "--dry-run)", "serve")) from None
     backend = open_backend_option(jaeger_url, tempo_url)
     if not isinstance(backend, FailureSearch):
         raise click.UsageError(f"{safe_text(getattr(backend, 'name', backend))} cannot search for failures")

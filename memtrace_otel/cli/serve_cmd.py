@@ -23,6 +23,7 @@ import click
 from memtrace_otel.cli.common import check_one_backend, stderr
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.config import settings, value_type
+from memtrace_otel.extras import missing_extra
 
 __all__ = ["serve_command"]
 
@@ -65,8 +66,8 @@ def serve_command(**values: Any) -> None:
         import grpc  # noqa: F401 - only to tell whether the extra is installed
         import opentelemetry.exporter.otlp.proto.http  # noqa: F401
     except ImportError:
-        raise click.ClickException("`memtrace serve` needs the OTLP receiver and exporter packages: "
-                                   "pip install 'memtrace-otel[serve]'") from None
+        raise click.ClickException(missing_extra("`memtrace serve` (OTLP receivers and exporters)",
+                                                 "serve")) from None
     from memtrace_otel.collector.server import build_server
 
     config = _config(values)
