@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# Upstream keys come from the semantic-conventions package (``opentelemetry-semantic-conventions``, a
+# dependency of the SDK), so a rename there is a rename here; the keys it does not define yet (the
+# memory-client span's ``gen_ai.memory.*``, ``gen_ai.retrieval.top_k``) stay literals below, as
+# open-telemetry/semantic-conventions-genai spells them (docs/conventions.md, "Where the keys come from").
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _genai
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import server_attributes as _server
+
 __all__ = [
     "CATEGORY_ERROR_TYPE",
     "CONTENT_KEYS",
@@ -50,59 +58,65 @@ class GenAI:
     uses are this project's own.
     """
 
-    OPERATION_NAME = "gen_ai.operation.name"
+    OPERATION_NAME: str = _genai.GEN_AI_OPERATION_NAME
     """Well-known operation name, see :class:`GenAIOperation`."""
-    PROVIDER_NAME = "gen_ai.provider.name"
+    PROVIDER_NAME: str = _genai.GEN_AI_PROVIDER_NAME
     """The memory or model provider (``mem0``, ``openai``, ...)."""
     MEMORY_STORE_ID = "gen_ai.memory.store.id"
     """Identifier of the memory store the operation acts on."""
     MEMORY_RECORD_ID = "gen_ai.memory.record.id"
-    """Identifier of the one memory record an operation acts on (a retrieval that returned one)."""
+    """Identifier of the one memory record a create, update or delete acts on (never on a search, whose
+    records are in ``gen_ai.memory.records``)."""
     MEMORY_RECORD_COUNT = "gen_ai.memory.record.count"
     """Number of records written, deleted or returned."""
     MEMORY_QUERY_TEXT = "gen_ai.memory.query.text"
     """Memory search query text (opt-in: content capture)."""
     MEMORY_RECORDS = "gen_ai.memory.records"
-    """Records a memory search returned, JSON per :class:`GenAIRecord` (opt-in: content capture)."""
-    DATA_SOURCE_ID = "gen_ai.data_source.id"
+    """Records a memory operation stored or returned, JSON per :class:`GenAIRecord` (opt-in: content
+    capture)."""
+    DATA_SOURCE_ID: str = _genai.GEN_AI_DATA_SOURCE_ID
     """Identifier of the retrieval data source."""
     RETRIEVAL_TOP_K = "gen_ai.retrieval.top_k"
     """Number of documents asked for."""
-    RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
+    RETRIEVAL_QUERY_TEXT: str = _genai.GEN_AI_RETRIEVAL_QUERY_TEXT
     """Query text of a retrieval that is not a memory search (opt-in: content capture)."""
-    RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+    RETRIEVAL_DOCUMENTS: str = _genai.GEN_AI_RETRIEVAL_DOCUMENTS
     """Documents a retrieval returned, JSON per :class:`GenAIRecord` (opt-in: content capture)."""
-    REQUEST_MODEL = "gen_ai.request.model"
+    REQUEST_MODEL: str = _genai.GEN_AI_REQUEST_MODEL
     """Model asked for by an LLM-backed step."""
-    RESPONSE_MODEL = "gen_ai.response.model"
+    RESPONSE_MODEL: str = _genai.GEN_AI_RESPONSE_MODEL
     """Model that answered an LLM-backed step, when the provider says."""
-    USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+    USAGE_INPUT_TOKENS: str = _genai.GEN_AI_USAGE_INPUT_TOKENS
     """Prompt tokens spent by an LLM-backed step."""
-    USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+    USAGE_OUTPUT_TOKENS: str = _genai.GEN_AI_USAGE_OUTPUT_TOKENS
     """Completion tokens spent by an LLM-backed step."""
-    EVALUATION_NAME = "gen_ai.evaluation.name"
+    EVALUATION_NAME: str = _genai.GEN_AI_EVALUATION_NAME
     """Name of the evaluation metric (event attribute)."""
-    EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+    EVALUATION_SCORE_VALUE: str = _genai.GEN_AI_EVALUATION_SCORE_VALUE
     """Numeric evaluation score (event attribute)."""
-    EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+    EVALUATION_SCORE_LABEL: str = _genai.GEN_AI_EVALUATION_SCORE_LABEL
     """Human-readable verdict, ``pass`` or ``fail`` (event attribute)."""
-    EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+    EVALUATION_EXPLANATION: str = _genai.GEN_AI_EVALUATION_EXPLANATION
     """Why the evaluator decided so (event attribute)."""
-    ERROR_TYPE = "error.type"
+    ERROR_TYPE: str = _error.ERROR_TYPE
     """Exception class name when an operation raised."""
+    SERVER_ADDRESS: str = _server.SERVER_ADDRESS
+    """Host of the memory service or remote vector store the operation talks to, when known."""
+    SERVER_PORT: str = _server.SERVER_PORT
+    """Its port (set only with ``server.address``)."""
     # Read (never written) from the spans of GenAI client instrumentations (openai-v2 ...):
     # a model call made inside a memory operation becomes one of its internal steps in the graph.
-    INPUT_MESSAGES = "gen_ai.input.messages"
+    INPUT_MESSAGES: str = _genai.GEN_AI_INPUT_MESSAGES
     """Messages sent to the model, JSON ``[{"role", "parts": [{"type", "content"}]}]`` (their opt-in)."""
-    OUTPUT_MESSAGES = "gen_ai.output.messages"
+    OUTPUT_MESSAGES: str = _genai.GEN_AI_OUTPUT_MESSAGES
     """Messages the model returned, JSON like ``gen_ai.input.messages`` (their opt-in)."""
-    SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+    SYSTEM_INSTRUCTIONS: str = _genai.GEN_AI_SYSTEM_INSTRUCTIONS
     """System instructions sent apart from the messages, JSON ``[{"type", "content"}]`` (their opt-in)."""
-    RESPONSE_ID = "gen_ai.response.id"
+    RESPONSE_ID: str = _genai.GEN_AI_RESPONSE_ID
     """The provider's id of the model's response."""
-    PROMPT = "gen_ai.prompt"
+    PROMPT: str = _genai.GEN_AI_PROMPT
     """Older form: attribute of the ``gen_ai.content.prompt`` span event, the messages as JSON."""
-    COMPLETION = "gen_ai.completion"
+    COMPLETION: str = _genai.GEN_AI_COMPLETION
     """Older form: attribute of the ``gen_ai.content.completion`` span event, the choices as JSON."""
 
 
@@ -114,12 +128,12 @@ class GenAIOperation(StrEnum):
     UPSERT_MEMORY = "upsert_memory"
     DELETE_MEMORY = "delete_memory"
     SEARCH_MEMORY = "search_memory"
-    RETRIEVAL = "retrieval"
-    CHAT = "chat"
+    RETRIEVAL = _genai.GenAiOperationNameValues.RETRIEVAL.value
+    CHAT = _genai.GenAiOperationNameValues.CHAT.value
     # Model calls of GenAI client instrumentations (read only, see GENAI_CALL_OPERATIONS).
-    TEXT_COMPLETION = "text_completion"
-    GENERATE_CONTENT = "generate_content"
-    EMBEDDINGS = "embeddings"
+    TEXT_COMPLETION = _genai.GenAiOperationNameValues.TEXT_COMPLETION.value
+    GENERATE_CONTENT = _genai.GenAiOperationNameValues.GENERATE_CONTENT.value
+    EMBEDDINGS = _genai.GenAiOperationNameValues.EMBEDDINGS.value
 
 
 MEMORY_OPERATIONS: frozenset[GenAIOperation] = frozenset({
@@ -145,6 +159,7 @@ class GenAIEvent:
     """Event names from the GenAI conventions."""
 
     EVALUATION_RESULT = "gen_ai.evaluation.result"
+    """The evaluation event (an event name: the package defines attribute keys only)."""
     CONTENT_PROMPT = "gen_ai.content.prompt"
     """Older form of a model call's prompt: a span event with ``gen_ai.prompt`` (read only)."""
     CONTENT_COMPLETION = "gen_ai.content.completion"

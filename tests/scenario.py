@@ -78,14 +78,16 @@ def run_pipeline(provider: TracerProvider, *, capture_content: bool = True,
 
 
 def run_more(mt: MemoryTracer, provider: TracerProvider) -> None:
-    """What :func:`run_pipeline` leaves out: a document retrieval, a no-op decision, a failing operation.
+    """What :func:`run_pipeline` leaves out: a document retrieval from a remote store, a no-op decision,
+    a chat step, a delete of several records, a failing operation.
 
     A separate trace, so the pipeline's own traces (which other tests count) stay as they are.
     """
     app = provider.get_tracer("scenario")
     with app.start_as_current_span("question q3"):
         with mt.operation("rag.search", Category.RETRIEVAL, gen_ai_operation=GenAIOperation.RETRIEVAL,
-                          data_source_id="docs-index", provider="chroma") as op:
+                          data_source_id="docs-index", provider="chroma", server_address="chroma.internal",
+                          server_port=8000) as op:
             question = op.read("query:q3", content="Which city is sunnier?", kind=VariableKind.QUERY)
             found = [op.read(name, content=text, kind=VariableKind.CONTEXT)
                      for name, text in (("doc:lisbon", "Lisbon has 2,800 sunshine hours."),
@@ -96,6 +98,17 @@ def run_more(mt: MemoryTracer, provider: TracerProvider) -> None:
                           store_id="s") as op:
             op.read(question)
             op.set_outcome("noop")
+        with mt.operation("rag.answer", Category.GENERATION, gen_ai_operation=GenAIOperation.CHAT) as op:
+            op.read(question)
+            op.record_llm_call(model=MODEL, provider=PROVIDER, input_tokens=30, output_tokens=4)
+            op.write("answer:q3", "Lisbon", kind=VariableKind.ANSWER)
+        with mt.operation("forget", Category.DELETION, gen_ai_operation=GenAIOperation.DELETE_MEMORY,
+                          store_id="s") as op:
+            doomed = [op.write(f"mem:tmp{i}", f"temporary {i}", kind=VariableKind.MEMORY_UNIT)
+                      for i in (1, 2)]
+            for unit in doomed:
+                op.delete(unit)
+            op.record_memory(count=len(doomed))  # several records: a count, no record id
         with suppress(TimeoutError), mt.operation("rerank", Category.RERANK) as op:
             op.read(question)
             raise TimeoutError("reranker did not answer")

@@ -88,9 +88,9 @@ def test_sdk_exporters_deliver_every_span(http_receiver, grpc_receiver) -> None:
         run_pipeline(provider, capture_content=False)
         provider.shutdown()
         names = {span.name for span in sink.spans}
-        assert {"ingest", "judge", "search_memory s"} <= names
+        assert {"ingest", "judge", "search_memory"} <= names
         assert len(sink.spans) == 18
-        search = next(span for span in sink.spans if span.name == "search_memory s")
+        search = next(span for span in sink.spans if span.name == "search_memory")
         assert (search.kind, search.scope_name) == ("CLIENT", "memtrace_otel")
         assert "service.name" in search.resource_attributes
         sink.spans.clear()

@@ -24,7 +24,7 @@ from memtrace_otel.semconv import (
 )
 
 __all__ = ["RetrievedRecord", "evaluation_attributes", "evaluation_event", "llm_call_attributes",
-           "retrieval_attributes"]
+           "retrieval_attributes", "stored_records_attributes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,21 +90,21 @@ def retrieval_attributes(
     Returns
     -------
     dict
-        ``gen_ai.memory.record.count`` always; ``gen_ai.memory.record.id`` when exactly one
-        record came back; the rest when given (content keys only with ``capture``).
+        ``gen_ai.memory.record.count`` always; the rest when given (content keys only with
+        ``capture``). Never ``gen_ai.memory.record.id``: the conventions mean it for the one
+        record a create, update or delete applies to, and a search that happened to return one
+        record does not apply to it (its id is in ``gen_ai.memory.records``).
 
     >>> from memtrace_otel.semconv import VariableKind
     >>> unit = Variable("mem:7", 2, VariableKind.MEMORY_UNIT, "User lives in Porto")
     >>> retrieval_attributes([RetrievedRecord(unit, 0.9)], memory=True, top_k=5, query="Where?",
     ...                      capture=True)  # doctest: +NORMALIZE_WHITESPACE
-    {'gen_ai.memory.record.count': 1, 'gen_ai.memory.record.id': 'mem:7', 'gen_ai.retrieval.top_k': 5,
+    {'gen_ai.memory.record.count': 1, 'gen_ai.retrieval.top_k': 5,
      'gen_ai.memory.query.text': 'Where?',
      'gen_ai.memory.records': '[{"id": "mem:7", "content": "User lives in Porto", "score": 0.9}]'}
     """
     found = [_retrieved(r) for r in records]
     attributes: dict[str, Any] = {GenAI.MEMORY_RECORD_COUNT: len(found)}
-    if len(found) == 1:
-        attributes[GenAI.MEMORY_RECORD_ID] = found[0].id
     if top_k is not None:
         attributes[GenAI.RETRIEVAL_TOP_K] = int(top_k)
     if data_source_id is not None:
@@ -114,6 +114,25 @@ def retrieval_attributes(
             attributes[GenAI.MEMORY_QUERY_TEXT if memory else GenAI.RETRIEVAL_QUERY_TEXT] = query[:limit]
         attributes[GenAI.MEMORY_RECORDS if memory else GenAI.RETRIEVAL_DOCUMENTS] = _record_json(found, limit)
     return attributes
+
+
+def stored_records_attributes(records: Iterable[RetrievedRecord | Variable], *, capture: bool,
+                              limit: int = 4096) -> dict[str, Any]:
+    """The opt-in ``gen_ai.memory.records`` of a create, update or upsert: the records it stored.
+
+    The conventions define the attribute for "the memory records stored or retrieved"; without
+    content capture there is nothing to write (ids and the count are on the span anyway).
+
+    >>> from memtrace_otel.semconv import VariableKind
+    >>> unit = Variable("mem:7", 2, VariableKind.MEMORY_UNIT, "User lives in Porto")
+    >>> stored_records_attributes([unit], capture=True)
+    {'gen_ai.memory.records': '[{"id": "mem:7", "content": "User lives in Porto"}]'}
+    >>> stored_records_attributes([unit], capture=False)
+    {}
+    """
+    if not capture:
+        return {}
+    return {GenAI.MEMORY_RECORDS: _record_json([_retrieved(r) for r in records], limit)}
 
 
 def llm_call_attributes(

@@ -30,10 +30,12 @@ from memtrace_otel.instrument.genai import (
     evaluation_event,
     llm_call_attributes,
     retrieval_attributes,
+    stored_records_attributes,
 )
 from memtrace_otel.instrument.record_lineage import lineage_from_metadata, write_lineage
 from memtrace_otel.instrument.variables import InProcessContents, Variable, VariableRegistry
 from memtrace_otel.semconv import (
+    GENAI_CALL_OPERATIONS,
     MEMORY_OPERATIONS,
     Category,
     EvaluationName,
@@ -55,6 +57,9 @@ __all__ = ["Operation", "current_operation", "describe"]
 _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
     "memtrace_current_operation", default=None
 )
+_STORING_OPERATIONS = frozenset({GenAIOperation.CREATE_MEMORY, GenAIOperation.UPDATE_MEMORY,
+                                 GenAIOperation.UPSERT_MEMORY})
+"""Memory operations whose ``gen_ai.memory.records`` are the records they stored."""
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -103,12 +108,17 @@ class Operation:
         kind: SpanKind,
         attributes: dict[str, Any],
         gen_ai_operation: GenAIOperation | str | None = None,
+        named: bool = False,
     ) -> None:
         self._owner = owner
         self.name = name
         self.category = category
         self.gen_ai_operation = gen_ai_operation
         self._span_name = span_name
+        self._named = named
+        """The application chose the span name: a model recorded later does not rename the span."""
+        self._records_recorded = False
+        """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
         self._kind = kind
         self._start = attributes
         self.span: Span = trace.INVALID_SPAN
@@ -347,17 +357,39 @@ class Operation:
         self._usage = (total_in, total_out)
         if GenAI.PROVIDER_NAME in self._start:
             provider = None
+        if model and not self._named and self._span_name == self.gen_ai_operation \
+                and self.gen_ai_operation in GENAI_CALL_OPERATIONS:
+            # The conventions name a model call ``{operation} {gen_ai.request.model}``; the model was
+            # not known when the span started.
+            self._span_name = f"{self.gen_ai_operation} {model}"
+            self.span.update_name(self._span_name)
         self.span.set_attributes(llm_call_attributes(model=model, provider=provider, input_tokens=total_in,
                                                      output_tokens=total_out, response_model=response_model))
 
-    def record_memory(self, *, record_id: str | None = None, count: int | None = None) -> None:
-        """Say which record a create/update/delete acted on, or how many it attempted."""
+    def record_memory(self, *, record_id: str | None = None, count: int | None = None,
+                      records: Sequence[RetrievedRecord | Variable] | None = None) -> None:
+        """Say which record a create/update/delete acted on, or how many it attempted.
+
+        ``record_id`` only when the operation applies to that one record (the conventions read a
+        ``delete_memory`` without one as "delete all": give a several-record delete its ``count``).
+        ``records`` are the records it stored, best with their ids in the store
+        (:class:`RetrievedRecord`): the opt-in ``gen_ai.memory.records`` (content capture on), and
+        the count when ``count`` is not given. Without a call giving ``records``, a create, update
+        or upsert describes the memory units it wrote itself when it ends.
+        """
         if not self._recording:
             return
         if record_id is not None:
             self.span.set_attribute(GenAI.MEMORY_RECORD_ID, record_id)
+        if count is None and records is not None:
+            count = len(records)
         if count is not None:
             self.span.set_attribute(GenAI.MEMORY_RECORD_COUNT, int(count))
+        if records is not None:
+            self._records_recorded = True
+            owner = self._owner
+            self.span.set_attributes(stored_records_attributes(records, capture=owner.capture_content,
+                                                               limit=owner.content_max_chars))
 
     # -- outcome -----------------------------------------------------------
     def set_outcome(self, outcome: str) -> None:
@@ -465,6 +497,12 @@ class Operation:
                 attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
+        if (self._owner.capture_content and not self._records_recorded
+                and self.gen_ai_operation in _STORING_OPERATIONS):
+            stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+            if stored:
+                attributes.update(stored_records_attributes(stored, capture=True,
+                                                            limit=self._owner.content_max_chars))
         if attributes:
             self.span.set_attributes(attributes)
 

@@ -29,10 +29,17 @@ from memtrace_otel.content.store import ContentStoreError, open_store
 from memtrace_otel.content.upload import ContentUploader
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.variables import InProcessContents, VariableRegistry
-from memtrace_otel.semconv import INSTRUMENTATION_SCOPE, Category, GenAI, GenAIOperation, MemTrace
+from memtrace_otel.semconv import (
+    GENAI_CALL_OPERATIONS,
+    INSTRUMENTATION_SCOPE,
+    Category,
+    GenAI,
+    GenAIOperation,
+    MemTrace,
+)
 from memtrace_otel.version import __version__
 
-__all__ = ["MemoryTracer"]
+__all__ = ["MemoryTracer", "span_name_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _logger = logging.getLogger(__name__)
@@ -110,6 +117,9 @@ class MemoryTracer:
         provider: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         span_name: str | None = None,
+        model: str | None = None,
+        server_address: str | None = None,
+        server_port: int | None = None,
     ) -> Operation:
         """A traced operation, used as ``with tracer.operation(...) as op:``.
 
@@ -119,8 +129,11 @@ class MemoryTracer:
             The application's name for the operation (``memtrace.operation.name``, on
             every span) and its role in the pipeline.
         gen_ai_operation:
-            ``create_memory``, ``search_memory`` ... makes it a GenAI memory-client span
-            (kind ``CLIENT``) named ``{operation} {store_id}``.
+            ``create_memory``, ``search_memory`` ... makes it a GenAI memory-client span (kind
+            ``CLIENT``) named ``{gen_ai.operation.name}``; ``retrieval`` a retrieval span named
+            ``retrieval {data_source_id}``; ``chat`` (or another model call) an inference span named
+            ``{operation} {model}``, the model given here or recorded by ``record_llm_call``
+            (the names the GenAI conventions give; :func:`span_name_of`).
         store_id:
             ``gen_ai.memory.store.id`` of a GenAI memory span.
         record_id, data_source_id, provider:
@@ -131,6 +144,11 @@ class MemoryTracer:
             More start attributes, set as given.
         span_name:
             Overrides the span name.
+        model:
+            ``gen_ai.request.model`` of a model call known when it starts.
+        server_address, server_port:
+            ``server.address`` / ``server.port`` of the memory service or store the operation talks
+            to, when known (the port only with an address, as the conventions ask).
 
         Raises
         ------
@@ -140,18 +158,22 @@ class MemoryTracer:
         category = category if type(category) is Category else Category(category)
         start: dict[str, Any] = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
         kind = SpanKind.INTERNAL
+        named = span_name is not None
         if gen_ai_operation:
             kind = SpanKind.CLIENT
             start[GenAI.OPERATION_NAME] = str(gen_ai_operation)
             if store_id:
                 start[GenAI.MEMORY_STORE_ID] = store_id
-            span_name = span_name or f"{gen_ai_operation} {store_id or name}"
-        if record_id is not None or data_source_id is not None or provider is not None:
-            _optional(start, record_id=record_id, data_source_id=data_source_id, provider=provider)
+            span_name = span_name or span_name_of(str(gen_ai_operation), model=model,
+                                                  data_source_id=data_source_id)
+        if (record_id is not None or data_source_id is not None or provider is not None or model is not None
+                or server_address):
+            _optional(start, record_id=record_id, data_source_id=data_source_id, provider=provider,
+                      model=model, server_address=server_address, server_port=server_port)
         if attributes:
             start.update(attributes)
         return Operation(self, name, category, span_name=span_name or name, kind=kind, attributes=start,
-                         gen_ai_operation=gen_ai_operation or None)
+                         gen_ai_operation=gen_ai_operation or None, named=named)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Write every content queued for upload; False on timeout (True when upload is off)."""
@@ -204,9 +226,35 @@ def _uploader(base_path: str | None) -> ContentUploader | None:
         return None
 
 
+def span_name_of(gen_ai_operation: str, *, model: str | None = None,
+                 data_source_id: str | None = None) -> str:
+    """The span name the GenAI conventions give an operation (``spans.yaml`` of semantic-conventions-genai).
+
+    A memory-client span is ``{gen_ai.operation.name}``; a retrieval ``{gen_ai.operation.name}
+    {gen_ai.data_source.id}``; a model call ``{gen_ai.operation.name} {gen_ai.request.model}``. A part
+    that is not known is left out, never replaced by something else.
+
+    >>> span_name_of("update_memory"), span_name_of("chat", model="gpt-4o-mini")
+    ('update_memory', 'chat gpt-4o-mini')
+    >>> span_name_of("retrieval", data_source_id="docs-index"), span_name_of("chat")
+    ('retrieval docs-index', 'chat')
+    """
+    if gen_ai_operation == GenAIOperation.RETRIEVAL:
+        suffix = data_source_id
+    elif gen_ai_operation in GENAI_CALL_OPERATIONS:
+        suffix = model
+    else:
+        suffix = None
+    return f"{gen_ai_operation} {suffix}" if suffix else gen_ai_operation
+
+
 def _optional(start: dict[str, Any], *, record_id: str | None, data_source_id: str | None,
-              provider: str | None) -> None:
+              provider: str | None, model: str | None, server_address: str | None,
+              server_port: int | None) -> None:
     for key, value in ((GenAI.MEMORY_RECORD_ID, record_id), (GenAI.DATA_SOURCE_ID, data_source_id),
-                       (GenAI.PROVIDER_NAME, provider)):
+                       (GenAI.PROVIDER_NAME, provider), (GenAI.REQUEST_MODEL, model),
+                       (GenAI.SERVER_ADDRESS, server_address or None)):
         if value is not None:
             start[key] = value
+    if server_address and server_port is not None:
+        start[GenAI.SERVER_PORT] = int(server_port)

@@ -128,4 +128,4 @@ def test_opentelemetry_instrument_needs_no_code_change(llm_server: Any, tmp_path
     assert done.returncode == 0, done.stderr[-4000:]
     names = {line.split('"name": "', 1)[1].split('"', 1)[0] for line in done.stdout.splitlines()
              if line.startswith('    "name": "')}
-    assert {"upsert_memory memories", "search_memory memories", "create_memory memories"} <= names
+    assert {"upsert_memory", "search_memory", "create_memory"} <= names

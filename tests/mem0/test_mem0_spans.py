@@ -15,7 +15,7 @@ import pytest
 from mem0_app import USER, config, scope
 from mem0_script import add_replies, decision
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import MESSAGE_IDS_KEY, Mem0Instrumentor, context_name, mem0_generation
@@ -40,7 +40,7 @@ def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm
     record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
     spans = spans_by_name(span_exporter)
     (add,) = spans["mem0.add"]
-    assert add.name == "upsert_memory memories"
+    assert add.name == "upsert_memory"  # the GenAI conventions' {gen_ai.operation.name}
     assert add.attributes[GenAI.OPERATION_NAME] == "upsert_memory"
     assert add.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
     expected = {"mem0.add.extract", "mem0.add.search", "mem0.create"}
@@ -74,7 +74,7 @@ def test_update_then_delete_are_versions(instrumented: Any, memory: Any, llm_ser
     memory.delete(record)
     spans = spans_by_name(span_exporter)
     (update,), (delete,) = spans["mem0.update"], spans["mem0.delete"]
-    assert update.name == "update_memory memories"
+    assert update.name == "update_memory"
     assert update.attributes[GenAI.MEMORY_RECORD_ID] == record
     assert update.attributes[MemTrace.INPUTS] == (f"mem0:{record}@1",)
     assert update.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@2",) == (updated,)
@@ -108,8 +108,11 @@ def test_search_links_to_the_writer_and_records_scores(instrumented: Any, memory
     (search,) = spans_by_name(span_exporter)["mem0.search"]
     (create,) = spans_by_name(span_exporter)["mem0.create"]
     assert [r["id"] for r in found] == [record]
-    assert search.name == "search_memory memories"
-    assert search.attributes[GenAI.MEMORY_RECORD_ID] == record
+    assert search.name == "search_memory"
+    # A search does not apply to the record it found: no record id (the conventions keep it for a
+    # create, update or delete of one record), the count instead.
+    assert GenAI.MEMORY_RECORD_ID not in search.attributes
+    assert search.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
     assert [link.context.span_id for link in search.links] == [create.context.span_id]
 
 
@@ -140,7 +143,7 @@ def test_async_memory_shares_the_lifecycle(instrumented: Any, llm_server: Any, t
     (add,), (create,) = spans["mem0.add"], spans["mem0.create"]
     assert create.parent.span_id == add.context.span_id
     assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
-    assert spans["mem0.search"][0].attributes[GenAI.MEMORY_RECORD_ID] == record
+    assert spans["mem0.search"][0].attributes[GenAI.MEMORY_RECORD_COUNT] == 1
 
 
 def _patched_state(memory: Any) -> dict[str, Any]:
@@ -203,6 +206,11 @@ def test_reads_and_delete_all(instrumented: Any, memory: Any, llm_server: Any,
     deletes = [s for s in spans["mem0.delete"] if s.parent.span_id == delete_all.context.span_id]
     assert sorted(d.attributes[MemTrace.DELETED][0] for d in deletes) == sorted(
         [f"mem0:{first}@2", f"mem0:{second}@2"])
+    # delete_all removes what its filters select, not the store: not a delete_memory span (which the
+    # conventions read as "delete all" without a record id); each removal is one, with its record id.
+    assert GenAI.OPERATION_NAME not in delete_all.attributes and delete_all.kind is SpanKind.INTERNAL
+    assert sorted(d.attributes[GenAI.MEMORY_RECORD_ID] for d in deletes) == sorted([first, second])
+    assert {d.name for d in deletes} == {"delete_memory"}
 
 
 def test_content_capture_puts_query_and_records_on_search(
@@ -217,10 +225,18 @@ def test_content_capture_puts_query_and_records_on_search(
         memory.search("Where did the user move?", **scope(user_id=USER))
     finally:
         instrumentor.uninstrument()
-    (search,) = spans_by_name(span_exporter)["mem0.search"]
+    spans = spans_by_name(span_exporter)
+    (search,) = spans["mem0.search"]
     assert search.attributes[GenAI.MEMORY_QUERY_TEXT] == "Where did the user move?"
     (item,) = json.loads(search.attributes[GenAI.MEMORY_RECORDS])
     assert (item["id"], item["content"]) == (record, "Moved to Lisbon") and isinstance(item["score"], float)
+    # The records a create and an upsert stored: the same id the search returns, so a reader of the
+    # GenAI keys alone can tie the search to the create (the opt-in attribute covers both).
+    (create,), (add,) = spans["mem0.create"], spans["mem0.add"]
+    for stored in (create, add):
+        records = json.loads(stored.attributes[GenAI.MEMORY_RECORDS])
+        assert records == [{"id": record, "content": "Moved to Lisbon"}]
+    assert create.attributes[GenAI.MEMORY_RECORD_ID] == record
 
 
 def test_content_is_off_by_default(no_content_env: None, instrumented: Any, memory: Any, llm_server: Any,
@@ -257,3 +273,22 @@ def test_each_search_scope_writes_its_own_context(instrumented: Any, memory: Any
     contexts = [next(v for v in s.attributes[MemTrace.OUTPUTS] if v.startswith("context:")) for s in searches]
     assert contexts == [f"{context_name(question, user_id=user)}@1" for user in (USER, "bob")]
     assert context_name(question, user_id=USER) != context_name(question)
+
+
+def test_a_remote_store_is_the_server(memory: Any) -> None:
+    """``server.address`` / ``server.port`` come from mem0's own vector-store configuration: set for a
+    remote qdrant (host and port, or a URL), absent for the local one the other tests use."""
+    from types import SimpleNamespace
+
+    from mem0.configs.base import MemoryConfig
+
+    from memtrace_otel.instrument.mem0.lifecycle import server_of
+
+    def configured(**store: Any) -> Any:
+        store = {"collection_name": "memories", "embedding_model_dims": 8, **store}
+        return SimpleNamespace(config=MemoryConfig(vector_store={"provider": "qdrant", "config": store}))
+
+    assert server_of(configured(host="qdrant.internal", port=6333)) == ("qdrant.internal", 6333)
+    assert server_of(configured(url="https://vectors.example.com:7000", api_key="k")) == (
+        "vectors.example.com", 7000)
+    assert server_of(memory) == (None, None)

@@ -21,6 +21,7 @@ from typing import Any
 
 import wrapt
 
+from memtrace_otel.instrument.genai import RetrievedRecord
 from memtrace_otel.instrument.mem0.lifecycle import Binder, Call, Step, warn_once, wrapper_for
 from memtrace_otel.instrument.mem0.pipeline import BatchCreateStep, ExistingSearchStep, write_records
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, record_name, stored_variable
@@ -172,7 +173,7 @@ def _write_update(scope: Scope, arguments: Mapping[str, Any]) -> None:
     before = scope.before.get(record_id) or record_name(record_id)
     after = scope.op.update(before, payload["data"], kind=VariableKind.MEMORY_UNIT)
     scope.op.lineage_metadata(after, payload)
-    scope.op.record_memory(record_id=record_id)
+    scope.op.record_memory(record_id=record_id, records=[RetrievedRecord(after, None, record_id)])
 
 
 def _write_delete(scope: Scope, arguments: Mapping[str, Any]) -> None:

@@ -18,6 +18,7 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
@@ -25,7 +26,7 @@ from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, rese
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
-__all__ = ["Binder", "Call", "Step", "propagate_context", "wrapper_for"]
+__all__ = ["Binder", "Call", "Step", "propagate_context", "server_of", "wrapper_for"]
 
 _logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -78,9 +79,11 @@ class Step:
         if self.hooks is not None:
             self.hooks.ensure(memory)
         gen_ai = self.gen_ai_operation(arguments)
+        address, port = server_of(memory) if gen_ai else (None, None)
         op = tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store_id(memory),
                               record_id=self.record_id(arguments) if gen_ai else None,
-                              provider=PROVIDER if gen_ai else None)
+                              provider=PROVIDER if gen_ai else None, server_address=address,
+                              server_port=port)
         return Scope(memory, op, self.role, record_id=self.record_id(arguments), registry=tracer.registry)
 
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
@@ -94,6 +97,45 @@ def store_id(memory: Any) -> str:
     """``gen_ai.memory.store.id``: the memory's vector-store collection."""
     name = getattr(memory, "collection_name", None)
     return name if isinstance(name, str) and name else "mem0"
+
+
+def server_of(memory: Any) -> tuple[str | None, int | None]:
+    """``server.address`` / ``server.port`` of the memory's vector store when it is remote.
+
+    From the store's configuration as mem0 keeps it (``memory.config.vector_store.config``): a
+    ``host`` (and ``port``), else the host and port of a ``url``. A local store (a path, in
+    memory) has neither, and the span gets none.
+
+    >>> from types import SimpleNamespace as NS
+    >>> server_of(NS(config=NS(vector_store=NS(config=NS(host="qdrant.internal", port=6333, url=None)))))
+    ('qdrant.internal', 6333)
+    >>> server_of(NS(config=NS(vector_store=NS(config={"url": "https://vec.example.com"}))))
+    ('vec.example.com', 443)
+    >>> server_of(NS(config=NS(vector_store=NS(config=NS(path="/tmp/qdrant", host=None)))))
+    (None, None)
+    """
+    config = getattr(getattr(getattr(memory, "config", None), "vector_store", None), "config", None)
+    if config is None:
+        return None, None
+
+    def field(name: str) -> Any:
+        return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+
+    host, port, url = field("host"), field("port"), field("url")
+    if isinstance(host, str) and host:
+        return host, port if isinstance(port, int) and not isinstance(port, bool) else None
+    if isinstance(url, str) and "://" in url:
+        try:
+            parts = urlsplit(url)
+            url_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return None, None
+        if parts.hostname:
+            return parts.hostname, url_port
+    return None, None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class Binder:

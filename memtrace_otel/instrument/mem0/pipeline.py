@@ -153,17 +153,18 @@ def write_records(scope: Scope, arguments: Arguments) -> None:
     ids, payloads = arguments.get("ids"), arguments.get("payloads")
     if not isinstance(ids, Sequence) or not isinstance(payloads, Sequence):
         return
-    op = scope.op
+    op, records = scope.op, []
     for record_id, payload in zip(ids, payloads, strict=False):
         if isinstance(payload, dict):
             data = payload.get("data")
             variable = op.write(record_name(record_id), data if isinstance(data, str) else None,
                                 kind=VariableKind.MEMORY_UNIT)
             op.lineage_metadata(variable, payload)
+            records.append(RetrievedRecord(variable, None, str(record_id)))
     if len(ids) == 1:
-        op.record_memory(record_id=str(ids[0]))
+        op.record_memory(record_id=str(ids[0]), records=records)
     else:
-        op.record_memory(count=len(ids))
+        op.record_memory(count=len(ids), records=records)
 
 
 def _span_id(scope: Scope) -> str:

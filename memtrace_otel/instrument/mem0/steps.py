@@ -20,6 +20,7 @@ from memtrace_otel.instrument.mem0.scope import (
     Role,
     Scope,
     message_name,
+    record_name,
     record_variable,
     stored_variable,
     text_hash,
@@ -99,8 +100,28 @@ class AddStep(Step):
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
         items = result_items(result)
-        scope.op.record_memory(count=len(items))
+        scope.op.record_memory(count=len(items), records=stored_records(items))
         scope.op.set_outcome(",".join(sorted({str(i.get("event")) for i in items})) if items else "noop")
+
+
+def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
+    """What ``add`` says it stored, as the records of its span's opt-in ``gen_ai.memory.records``.
+
+    Each result item's id and text (``memory``); a DELETE event stored nothing and is left out.
+
+    >>> [r.id for r in stored_records([{"id": "7f", "memory": "Lives in Porto", "event": "UPDATE"},
+    ...                                {"id": "8a", "memory": "x", "event": "DELETE"}])]
+    ['7f']
+    """
+    records = []
+    for item in items:
+        if item.get("event") == "DELETE" or "id" not in item:
+            continue
+        text = item.get("memory")
+        unit = Variable(record_name(item["id"]), 0, VariableKind.MEMORY_UNIT,
+                        text if isinstance(text, str) else None)
+        records.append(RetrievedRecord(unit, None, str(item["id"])))
+    return records
 
 
 class SearchStep(Step):
@@ -259,10 +280,15 @@ class CreateStep(Step):
 
 
 class DeleteAllStep(Step):
-    """``delete_all``: one ``_delete_memory`` child per record removed."""
+    """``delete_all``: one ``_delete_memory`` child per record removed.
+
+    Not a memory-client span itself: the conventions read a ``delete_memory`` without a record id
+    as deleting every record of the store, and ``delete_all`` removes only the records its filters
+    (``user_id`` ...) select. Each removal is a ``delete_memory`` child with its record id.
+    """
 
     role = Role.DELETE_ALL
-    gen_ai = GenAIOperation.DELETE_MEMORY
+    gen_ai = None
 
 
 def public_steps() -> dict[str, Step]:
