@@ -42,6 +42,9 @@ __all__ = ["analyze_command"]
 
 _PROGRESS_FROM = 20  # cases; shorter runs finish before a bar would help
 _SHOWN_CANDIDATES = 3  # the verdict and two runner-ups; --json has the whole list
+# Narrower than this, the table's columns would split words ("Extractio|nError", a trace id in four
+# pieces): each failure is printed as a few lines instead, which wrap at spaces.
+_TABLE_MIN_WIDTH = 150
 
 
 def _row(a: Attribution) -> dict[str, Any]:
@@ -85,7 +88,9 @@ def _table(attributions: Sequence[Attribution]) -> Table:
         "trace id",
     )
     for column in columns:
-        table.add_column(column, overflow="fold")
+        # Identifiers are never split; free text wraps at spaces (and folds only a word longer than
+        # its column).
+        table.add_column(column, overflow="fold", no_wrap=column in {"#", "error type", "trace id"})
     for number, a in enumerate(attributions, 1):
         case = a.case
         if a.operation is None:
@@ -105,6 +110,30 @@ def _table(attributions: Sequence[Attribution]) -> Table:
             cell(a.trace_id, 32),
         )
     return table
+
+
+def _blocks(attributions: Sequence[Attribution]) -> list[str]:
+    """The table's content as a few lines per failure, for terminals too narrow for the table."""
+    blocks = ["[bold]Failed answers and their root causes[/bold]"]
+    for number, a in enumerate(attributions, 1):
+        case = a.case
+        if a.operation is None:
+            head = f"[red]not attributed[/red]: {cell(a.failure_reason)}"
+        else:
+            head = (f"[bold]{cell(a.error_type.value if a.error_type else None)}[/bold] at "
+                    f"{cell(a.operation_name)} [dim]({cell(a.category)})[/dim]")
+        lines = [f"{number}. {head}"]
+        if a.trace_id:
+            lines.append(f"   trace {cell(a.trace_id, 32)}")
+        if a.step is not None:
+            lines.append(f"   step {cell(a.step_name)} [dim](span {cell(a.step_span_id, 16)})[/dim]")
+        lines.append(f"   question: {cell(case.question)}")
+        lines.append(f"   prediction: {cell(case.prediction)}; gold: {cell(case.gold)}")
+        alternatives = _alternatives(a).strip()
+        if alternatives:
+            lines.append(f"   {alternatives}")
+        blocks.append("\n".join(lines))
+    return blocks
 
 
 def _alternatives(a: Attribution) -> str:
@@ -238,7 +267,11 @@ def analyze_command(
     elif not attributions:
         stdout.print("No failed evaluations in the input.")
     else:
-        stdout.print(_table(attributions))
+        if stdout.width >= _TABLE_MIN_WIDTH:
+            stdout.print(_table(attributions))
+        else:
+            for block in _blocks(attributions):
+                stdout.print(block, overflow="fold")
         for table in _summary_tables(summary):
             stdout.print(table)
     ctx.exit(code)

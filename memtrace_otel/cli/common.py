@@ -30,6 +30,7 @@ from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import BackendChoiceError, Gathered, open_backend
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import STDIN, SpanReadResult, read_span_files
+from memtrace_otel.spans.store_scope import StoreFetch
 
 __all__ = [
     "EXIT_PARTIAL",
@@ -178,8 +179,28 @@ def load_analysis(
     found = runner.load_graph(_read(files), backend=backend, store_lookback=store_lookback,
                               content_store=resolver)
     if found.gathered is not None and backend is not None:
-        _say_gathered(found.gathered, backend, jaeger_url or tempo_url or "", found.input_traces)
+        url = jaeger_url or tempo_url or ""
+        _say_gathered(found.gathered, backend, url, found.input_traces)
+        _one_line_for_a_failed_store_search(found, url)
     return found
+
+
+def _failed_wholly(store: StoreFetch | None, input_traces: set[str]) -> bool:
+    """Every store search failed (the backend is down, or refuses): nothing but problems came back."""
+    return store is not None and bool(store.problems) and not store.received - input_traces
+
+
+def _one_line_for_a_failed_store_search(found: runner.Analysis, url: str) -> None:
+    """A store search that failed wholly is one problem that says so, not one per store with its URL."""
+    store = found.gathered.store if found.gathered is not None else None
+    if store is None or not _failed_wholly(store, found.input_traces):
+        return
+    reasons = sorted({problem.message.rpartition(" failed: ")[2] for problem in store.problems})
+    failed = set(store.problems)
+    found.problems[:] = [problem for problem in found.problems if problem not in failed]
+    more = f" (and {len(reasons) - 1} other error(s))" if len(reasons) > 1 else ""
+    found.problems.append(Problem(url, f"could not search {len(store.searched)} memory store(s) for the "
+                                       f"traces that used them: {reasons[0]}{more}"))
 
 
 def _read(files: Sequence[str]) -> SpanReadResult:
@@ -244,7 +265,7 @@ def _say_gathered(gathered: Gathered, backend: TraceBackend, url: str, input_tra
     if store is not None:
         if not store.searchable:
             say(f"{safe_markup(backend.name)} cannot search traces by attribute: --store-lookback ignored")
-        elif store.searched:
+        elif store.searched and not _failed_wholly(store, input_traces):  # else one problem says so
             stores = len({use.store_id for use in store.searched})
             found = len(store.received - input_traces)
             say(f"searched {stores} memory store(s) at {safe_markup(url)}: {found} more trace(s) used them"
