@@ -16,6 +16,8 @@ JAEGER_MODULE_VERSION="v1.76.0"
 JAEGER_V2_VERSION="v2.13.0"
 BIN="${MEMTRACE_JAEGER_BIN:-$HOME/.cache/memtrace/jaeger}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=go-build-progress.sh
+source "$HERE/go-build-progress.sh"   # go_build_with_progress: a line per 50 packages, one a minute
 
 say() { printf 'install-jaeger: %s\n' "$*"; }
 fail() { printf 'install-jaeger: error: %s\n' "$*" >&2; exit 1; }
@@ -46,8 +48,8 @@ main() {
     started=$SECONDS
     ldflags="-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$JAEGER_V2_VERSION"
     # GOTOOLCHAIN=local: never try to download another toolchain; -mod=readonly: go.sum is the truth.
-    if ! (cd "$HERE/jaeger" && GOTOOLCHAIN=local go build -mod=readonly -trimpath -ldflags "$ldflags" \
-            -o "$tmp" github.com/jaegertracing/jaeger/cmd/jaeger); then
+    if ! (cd "$HERE/jaeger" && go_build_with_progress install-jaeger env GOTOOLCHAIN=local go build -v \
+            -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp" github.com/jaegertracing/jaeger/cmd/jaeger); then
         fail "go build of Jaeger failed (see the go output above; needs the Go module proxy)"
     fi
     "$tmp" version >/dev/null 2>&1 || fail "the built binary does not run: $tmp version failed"

@@ -19,6 +19,8 @@ set -euo pipefail
 OTELCOL_VERSION="v0.140.1"
 BIN="${MEMTRACE_OTELCOL_BIN:-$HOME/.cache/memtrace/otelcol}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=go-build-progress.sh
+source "$HERE/go-build-progress.sh"   # go_build_with_progress: a line per 50 packages, one a minute
 
 say() { printf 'install-otelcol: %s\n' "$*"; }
 fail() { printf 'install-otelcol: error: %s\n' "$*" >&2; exit 1; }
@@ -53,8 +55,8 @@ main() {
     # CGO_ENABLED=0 as ocb builds it (a static binary); -buildvcs=false: the main package sits in
     # this repository, and its git state must not change (or break) the build.
     # nice: the machines have 2 cores shared with other work.
-    if ! (cd "$HERE/otelcol" && GOTOOLCHAIN=local CGO_ENABLED=0 nice -n 10 go build -mod=readonly \
-            -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp" .); then
+    if ! (cd "$HERE/otelcol" && go_build_with_progress install-otelcol env GOTOOLCHAIN=local CGO_ENABLED=0 \
+            nice -n 10 go build -v -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp" .); then
         fail "go build of the Collector failed (see the go output above; needs the Go module proxy)"
     fi
     components="$("$tmp" components 2>/dev/null)" \
