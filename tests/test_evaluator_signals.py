@@ -9,6 +9,7 @@ are failures to attribute: in the graph (``memtrace analyze``), in the in-proces
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -377,3 +378,16 @@ def test_serves_wire_index_sees_an_evaluators_failing_result() -> None:
         index = index_request(encode_spans(exporter.get_finished_spans()), "test", [])
         question_trace = [trace for trace, (count, _) in index.items() if count > 1]
         assert [index[trace][1] for trace in question_trace] == [failed]
+
+
+def test_docs_list_the_rules_labels_and_the_metrics() -> None:
+    from memtrace_otel.signals import DEFAULT_FAIL_LABELS, DEFAULT_PASS_LABELS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "signals.md").read_text(encoding="utf-8")
+    failing = text.split("Failing: ", 1)[1].split(". Passing: ", 1)
+    passing = failing[1].split(". Case", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", failing[0])) == DEFAULT_FAIL_LABELS
+    assert set(re.findall(r"`([a-z_]+)`", passing)) == DEFAULT_PASS_LABELS
+    assert "below 0.5" in text and FailureRule(fail_below=0.5) == FailureRule()
+    for name in (MemTraceMetric.FAILURES, MemTraceMetric.DURATION, MemTraceMetric.DROPPED):
+        assert f"| `{name}` |" in text
