@@ -51,8 +51,13 @@ install_one() {
     # Always: point the venv at this checkout (a CI clone lives elsewhere than the cached venv's).
     "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$ROOT" \
         || fail "pip install --no-deps -e $ROOT failed in $venv"
-    MEM0_TELEMETRY=False "$venv/bin/python" -c "import mem0, memtrace_otel.instrument.mem0" \
-        || fail "mem0ai $version venv cannot import mem0 and the instrumentor"
+    # The benchmark too (benchmarks/, a distribution of its own): the real-mem0 part's driver
+    # (memtrace_bench.mem0_real.driver) runs in this venv. No dependencies: the driver imports none of
+    # the benchmark's numpy or wordllama.
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$ROOT/benchmarks" \
+        || fail "pip install --no-deps -e $ROOT/benchmarks failed in $venv"
+    MEM0_TELEMETRY=False "$venv/bin/python" -c "import mem0, memtrace_otel.instrument.mem0, memtrace_bench.mem0_real.world" \
+        || fail "mem0ai $version venv cannot import mem0, the instrumentor and the benchmark's driver"
     say "mem0ai $version: ready ($venv/bin/python)"
 }
 

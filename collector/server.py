@@ -145,7 +145,7 @@ def build_server(config: ServeConfig, *, exporter: SpanExporter | Sender | None 
     guard = MemoryGuard(config.memory_limit_mib * _MIB)
     # Bytes being decoded at once (receivers and workers reading back), in wire bytes: a parsed
     # request takes ~4.3x its wire size besides its body and the store's copy, about 6.3x in all
-    # (benchmarks/serve_flood.py's attribute-dense requests), so a twentieth of the limit keeps
+    # (benchmarks/performance/serve_flood.py's attribute-dense requests), so a twentieth of the limit keeps
     # decoding under a third of it; one request is always admitted.
     admission = Admission(guard, max_bytes=config.memory_limit_mib * _MIB // _DECODE_FACTOR,
                           max_requests=_RECEIVER_WORKERS)

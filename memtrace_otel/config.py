@@ -1,5 +1,8 @@
 """Configuration: every environment variable memtrace-otel reads, and its default.
 
+The benchmark's data directory (``MEMTRACE_LOCOMO_DIR``) is the benchmark package's own
+(``benchmarks/memtrace_bench/config.py``): the runtime never reads it.
+
 A bad environment value logs one line and falls back to the default; a bad
 constructor argument raises :class:`ValueError` (the SDK's convention).
 """
@@ -27,7 +30,6 @@ __all__ = [
     "ENV_EVALUATION_FAIL_BELOW",
     "ENV_GENAI_UPLOAD_BASE_PATH",
     "ENV_JAEGER_URL",
-    "ENV_LOCOMO_DIR",
     "ENV_MAX_INPUT_BYTES",
     "ENV_METRICS_OTLP",
     "ENV_OPENAI_API_KEY",
@@ -54,7 +56,6 @@ __all__ = [
     "env_int",
     "env_seconds",
     "evaluation_fail_below_from_env",
-    "locomo_dir",
     "max_input_bytes_from_env",
     "setting",
     "settings",
@@ -76,8 +77,6 @@ ENV_GENAI_UPLOAD_BASE_PATH = "OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH"
 """The GenAI upload hook's base path: used unless ``MEMTRACE_CONTENT_UPLOAD_BASE_PATH`` is set."""
 ENV_CONTENT_STORE = "MEMTRACE_CONTENT_STORE"
 """Where ``analyze`` / ``graph`` / ``serve`` read referenced contents from (``--content-store``)."""
-ENV_LOCOMO_DIR = "MEMTRACE_LOCOMO_DIR"
-"""Where the LoCoMo conversations live (default ``../shared/data/locomo``)."""
 ENV_JAEGER_URL = "MEMTRACE_JAEGER_URL"
 """Jaeger query URL the CLI fetches linked traces from (``--jaeger``)."""
 ENV_TEMPO_URL = "MEMTRACE_TEMPO_URL"
@@ -135,7 +134,6 @@ _DEFAULT_CONTENT_MAX_CHARS = 4096
 _DEFAULT_BACKEND_TIMEOUT = 10.0
 _DEFAULT_BACKEND_DEADLINE = 60.0
 _DEFAULT_MAX_INPUT_BYTES = 1 << 30
-_LOCOMO_RELATIVE = os.path.join("..", "shared", "data", "locomo")
 _warned: set[str] = set()
 
 
@@ -264,23 +262,6 @@ def backend_bounds_from_env() -> tuple[float, float]:
     default 10 s) and ``MEMTRACE_BACKEND_DEADLINE`` (a whole fetch, default 60 s)."""
     timeout = env_seconds(ENV_BACKEND_TIMEOUT, _DEFAULT_BACKEND_TIMEOUT)
     return timeout, max(timeout, env_seconds(ENV_BACKEND_DEADLINE, _DEFAULT_BACKEND_DEADLINE))
-
-
-def locomo_dir() -> str:
-    """Directory of the LoCoMo conversations.
-
-    ``MEMTRACE_LOCOMO_DIR`` when set; otherwise ``../shared/data/locomo`` beside
-    the current directory, or beside the checkout this package was installed from.
-    """
-    configured = os.environ.get(ENV_LOCOMO_DIR)
-    if configured:
-        return configured
-    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for base in (os.getcwd(), checkout):
-        candidate = os.path.normpath(os.path.join(base, _LOCOMO_RELATIVE))
-        if os.path.isdir(candidate):
-            return candidate
-    return os.path.normpath(os.path.join(os.getcwd(), _LOCOMO_RELATIVE))
 
 
 @dataclass(frozen=True, slots=True)

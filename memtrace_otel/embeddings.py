@@ -1,4 +1,4 @@
-"""The optional offline embedding model, loaded once per process (``pip install memtrace-otel[bench]``).
+"""The optional offline embedding model, loaded once per process (``pip install memtrace-otel[semantic]``).
 
 wordllama ships its weights inside the package, so loading it needs no
 network. Both the attribution engines (ranking evidence when none is named)
@@ -29,7 +29,8 @@ def load_wordllama() -> Any | None:
         import wordllama
         from wordllama import WordLlama
     except ImportError:
-        _logger.info("wordllama is not installed (pip install memtrace-otel[bench]); using lexical ranking")
+        _logger.info("wordllama is not installed (pip install memtrace-otel[semantic]); "
+                     "using lexical ranking")
         return None
     try:
         return WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)

@@ -3,7 +3,7 @@
 Two readers of chat text use it: the attribution engines (is a fact still
 present in a memory? :mod:`memtrace_otel.attribution.presence`) and the
 benchmark's reference systems (their offline reader, extractor and lexical
-embedder, :mod:`memtrace_otel.bench.systems`). They share every primitive
+embedder, :mod:`memtrace_bench.systems`). They share every primitive
 here; where they read text differently, the difference is a named constant or
 keyword, never a second copy:
 

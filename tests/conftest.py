@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memtrace_otel.config import ENV_CAPTURE_CONTENT, locomo_dir
+from memtrace_otel.config import ENV_CAPTURE_CONTENT
 
 
 @pytest.fixture
@@ -38,6 +38,10 @@ def no_content_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def locomo() -> str:
+    # The benchmark package (benchmarks/) knows where the data is; imported here so that tests
+    # which never ask for LoCoMo run without it.
+    from memtrace_bench.config import locomo_dir
+
     path = locomo_dir()
     if not os.path.isdir(path):
         pytest.skip(f"LoCoMo data not found at {path} (set MEMTRACE_LOCOMO_DIR)")

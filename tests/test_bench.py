@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from memtrace_bench.build import BuildConfig, _Job, build, quick_config
+from memtrace_bench.faults import inject
+from memtrace_bench.score import GraphCache, find_case_evaluation, score_cases, summarize
+from memtrace_bench.spread import MAX_CATEGORY_SHARE, CategoryQuota, balance, round_robin
+from memtrace_bench.systems import SYSTEMS
+from memtrace_bench.systems.base import Fault
 from memtrace_otel.attribution.base import ErrorType, create_engine
-from memtrace_otel.bench.build import BuildConfig, _Job, build, quick_config
-from memtrace_otel.bench.faults import inject
-from memtrace_otel.bench.score import GraphCache, find_case_evaluation, score_cases, summarize
-from memtrace_otel.bench.spread import MAX_CATEGORY_SHARE, CategoryQuota, balance, round_robin
-from memtrace_otel.bench.systems import SYSTEMS
-from memtrace_otel.bench.systems.base import Fault
 from memtrace_otel.cli import main
 
 CATEGORY_OF = {
@@ -158,8 +158,8 @@ def test_build_is_reproducible_and_seed_sensitive(locomo: str, tmp_path: Path) -
 
 def _hand_made_bench(directory: Path) -> None:
     """Two cases over one graph: the gold of one is its extraction, of the other its generation."""
-    from memtrace_otel.bench.spanfiles import write_span_file
-    from memtrace_otel.bench.systems.base import TracedRun
+    from memtrace_bench.spanfiles import write_span_file
+    from memtrace_bench.systems.base import TracedRun
     from memtrace_otel.semconv import Category, VariableKind
 
     run = TracedRun(11, "hand")
@@ -303,13 +303,14 @@ def test_build_without_the_bench_extra_says_which_extra_to_install(monkeypatch: 
     result = CliRunner().invoke(main, ["bench", "build", "--quick", "--out", str(tmp_path / "b")])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: `memtrace bench build` needs wordllama: pip install 'memtrace-otel[bench]'"]
+        "Error: `memtrace bench build` needs wordllama: install the benchmark with its dependencies "
+        "(pip install -e ./benchmarks)"]
     assert not (tmp_path / "b").exists()
 
 
 def test_mem0_similarity_index_finds_what_a_scan_of_every_unit_finds(locomo: str, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtrace_otel.bench.systems.mem0_style import Mem0StyleSystem
+    from memtrace_bench.systems.mem0_style import Mem0StyleSystem
     from memtrace_otel.text import content_tokens
 
     def scan(system: Mem0StyleSystem, fact) -> list[tuple[str, float]]:
@@ -337,7 +338,7 @@ def test_mem0_similarity_index_finds_what_a_scan_of_every_unit_finds(locomo: str
 
 
 def test_wordllama_rows_are_remembered_and_equal_to_the_model_s(locomo: str) -> None:
-    from memtrace_otel.bench.systems.offline import WordLlamaEmbedder, default_embedder
+    from memtrace_bench.systems.offline import WordLlamaEmbedder, default_embedder
 
     embedder = default_embedder()
     if not isinstance(embedder, WordLlamaEmbedder):

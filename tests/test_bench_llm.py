@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("openai")
 
-from memtrace_otel.bench.score import GraphCache, find_case_evaluation
+from memtrace_bench.score import GraphCache, find_case_evaluation
 from memtrace_otel.cli import main
 from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.spans.readers import read_span_files

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from memtrace_otel.bench.mem0_real.build import BuildOptions, build, default_mem0_python, error_type_of
-from memtrace_otel.bench.mem0_real.server import SimulatedLLM, parse_answer_prompt, parse_decision_prompt
-from memtrace_otel.bench.mem0_real.world import World, carries, embed, judge, similarity
-from memtrace_otel.config import locomo_dir
+from memtrace_bench.config import locomo_dir
+from memtrace_bench.mem0_real.build import BuildOptions, build, default_mem0_python, error_type_of
+from memtrace_bench.mem0_real.server import SimulatedLLM, parse_answer_prompt, parse_decision_prompt
+from memtrace_bench.mem0_real.world import World, carries, embed, judge, similarity
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(os.path.join(locomo_dir(), "26.json")),
                                 reason="LoCoMo conversation 26 not found")
@@ -157,7 +157,7 @@ def _ask(python: str, work: Path, trials: list[tuple[int, list[str]]], repairs: 
     work.mkdir()
     (work / "trials.json").write_text(json.dumps(trials))
     result = work / "result.json"
-    command = [python, "-m", "memtrace_otel.bench.mem0_real.driver", "--conversation", "26",
+    command = [python, "-m", "memtrace_bench.mem0_real.driver", "--conversation", "26",
                "--max-sessions", "6", "--data", str(work / "data"), "--result", str(result),
                "--trials", str(work / "trials.json")]
     for call_id in repairs:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memtrace_otel.bench.membase import build as membase
-from memtrace_otel.bench.membase.build import MembaseConfig, build_membase, plan_faults, verify_faults
-from memtrace_otel.bench.membase.common import carries
-from memtrace_otel.bench.membase.data import load
-from memtrace_otel.bench.memtracebench import labelled_cases, score_memtracebench
+from memtrace_bench.membase import build as membase
+from memtrace_bench.membase.build import MembaseConfig, build_membase, plan_faults, verify_faults
+from memtrace_bench.membase.common import carries
+from memtrace_bench.membase.data import load
+from memtrace_bench.memtracebench import labelled_cases, score_memtracebench
 from memtrace_otel.cli import main
 from memtrace_otel.spans.readers import read_span_files
 from memtrace_otel.spans.smartcomment import decode_value
@@ -137,7 +137,7 @@ def test_missing_data_is_one_line(tmp_path: Path) -> None:
 def test_the_importer_reads_membase_s_categories_and_kinds() -> None:
     """MemBase's own vocabulary: memory entries are memory units, the prediction an answer (its class name),
     LLM responses responses, and EverMemOS's operation categories are known (no problem line)."""
-    from memtrace_otel.bench.membase.graph import Graph, content_identity
+    from memtrace_bench.membase.graph import Graph, content_identity
     from memtrace_otel.graph.build import build_graph
     from memtrace_otel.spans.smartcomment import records_from_smartcomment
 

@@ -1,11 +1,11 @@
-"""The offline reader (memtrace_otel.bench.systems.reader): which sentence it reads, what it answers."""
+"""The offline reader (memtrace_bench.systems.reader): which sentence it reads, what it answers."""
 
 from __future__ import annotations
 
-from memtrace_otel.bench.systems.answer_phrase import Doc, analysed, parse_question, phrase
-from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
-from memtrace_otel.bench.systems.offline import ExtractiveAnswerer as OfflineReader
-from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
+from memtrace_bench.systems.answer_phrase import Doc, analysed, parse_question, phrase
+from memtrace_bench.systems.interfaces import ContextItem, Sentence
+from memtrace_bench.systems.offline import ExtractiveAnswerer as OfflineReader
+from memtrace_bench.systems.reader import ExtractiveAnswerer
 from memtrace_otel.text import token_f1
 
 
@@ -149,9 +149,9 @@ def test_where_without_a_named_place_reads_what_a_preposition_of_place_opens() -
 
 _ANSWERS = """
 import hashlib, sys
-from memtrace_otel.bench.locomo import load_conversation
-from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
-from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
+from memtrace_bench.locomo import load_conversation
+from memtrace_bench.systems.interfaces import ContextItem, Sentence
+from memtrace_bench.systems.reader import ExtractiveAnswerer
 from memtrace_otel.text import sentences
 digest, reader = hashlib.sha256(), ExtractiveAnswerer()
 for cid in ("47", "30"):
@@ -183,8 +183,8 @@ def test_answers_do_not_depend_on_the_processs_string_hashing(locomo: str) -> No
 
 
 def test_a_month_without_a_year_prefers_what_happened_in_that_month() -> None:
-    from memtrace_otel.bench.systems.interfaces import ContextItem, Sentence
-    from memtrace_otel.bench.systems.reader import ExtractiveAnswerer
+    from memtrace_bench.systems.interfaces import ContextItem, Sentence
+    from memtrace_bench.systems.reader import ExtractiveAnswerer
 
     context = [ContextItem("u1", [Sentence("D1:1", "Mel", "10 July 2023", "We went camping at the lake.")]),
                ContextItem("u2", [Sentence("D2:1", "Mel", "20 June 2023", "We went camping in the forest.")])]
@@ -194,7 +194,7 @@ def test_a_month_without_a_year_prefers_what_happened_in_that_month() -> None:
 
 
 def test_the_judge_stems_as_locomo_does() -> None:
-    from memtrace_otel.bench.systems.offline import F1Judge
+    from memtrace_bench.systems.offline import F1Judge
 
     judge = F1Judge()
     assert judge.judge("What did Ann research?", "adoption agency", "Adoption agencies").passed
@@ -202,7 +202,7 @@ def test_the_judge_stems_as_locomo_does() -> None:
 
 
 def test_retrieval_weighs_the_questions_rare_word_over_common_ones() -> None:
-    from memtrace_otel.bench.systems.base import idf_overlap
+    from memtrace_bench.systems.base import idf_overlap
 
     units = [frozenset({"mel", "realli", "love"}), frozenset({"mel", "kundalini"}),
              frozenset({"mel", "realli"})]

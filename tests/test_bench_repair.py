@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memtrace_otel.bench import repair as repair_module
-from memtrace_otel.bench.build import build, quick_config, replayable
-from memtrace_otel.bench.repair import check_verdict, question_repair, repair_question, replay
-from memtrace_otel.bench.score import GraphCache, find_case_evaluation
+from memtrace_bench import repair as repair_module
+from memtrace_bench.build import build, quick_config, replayable
+from memtrace_bench.repair import check_verdict, question_repair, repair_question, replay
+from memtrace_bench.score import GraphCache, find_case_evaluation
 from memtrace_otel.cli import main
 
 
@@ -130,9 +130,9 @@ def test_cli_repair_checks_an_engine_verdict(quick: Path) -> None:
 
 def test_distractor_gold_is_the_decisive_fault_and_the_decoy_alone_is_harmless(quick: Path,
                                                                              tmp_path: Path) -> None:
-    from memtrace_otel.bench.build import BuildConfig, _Job
-    from memtrace_otel.bench.compound import fault_for
-    from memtrace_otel.bench.faults import inject
+    from memtrace_bench.build import BuildConfig, _Job
+    from memtrace_bench.compound import fault_for
+    from memtrace_bench.faults import inject
 
     cases = [r for r in _rows(quick / "labels.jsonl") if r["part"] == "distractor"]
     assert cases
@@ -167,9 +167,9 @@ def test_distractor_gold_is_the_decisive_fault_and_the_decoy_alone_is_harmless(q
 def test_several_faults_on_one_sentence_the_first_to_fire_is_the_gold(quick: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from memtrace_otel.bench.build import BuildConfig, _Job
-    from memtrace_otel.bench.compound import fault_for
-    from memtrace_otel.bench.faults import inject
+    from memtrace_bench.build import BuildConfig, _Job
+    from memtrace_bench.compound import fault_for
+    from memtrace_bench.faults import inject
     from memtrace_otel.semconv import ErrorType
 
     job = _Job(BuildConfig(out=str(tmp_path), conversations=["26"], max_sessions=8, jobs=1), "rag", "26")
@@ -200,9 +200,9 @@ def test_a_mem0_update_chained_after_an_extraction_fault_hits_what_is_left_of_th
         locomo: str, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from memtrace_otel.bench.build import _Job
-    from memtrace_otel.bench.compound import fault_for
-    from memtrace_otel.bench.faults import inject
+    from memtrace_bench.build import _Job
+    from memtrace_bench.compound import fault_for
+    from memtrace_bench.faults import inject
     from memtrace_otel.semconv import ErrorType
 
     job = _Job(quick_config(str(tmp_path)), "mem0-style", "26")

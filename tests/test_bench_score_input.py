@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from test_bench import _hand_made_bench, _labels
 
-from memtrace_otel.bench.score import score_cases
+from memtrace_bench.score import score_cases
 from memtrace_otel.cli import main
 
 

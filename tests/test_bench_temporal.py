@@ -1,4 +1,4 @@
-"""Time in chat messages (memtrace_otel.bench.systems.temporal): relative and explicit times resolved
+"""Time in chat messages (memtrace_bench.systems.temporal): relative and explicit times resolved
 against the day a sentence was said, question shapes, spans, and inputs that must not break it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from memtrace_otel.bench.systems import temporal
-from memtrace_otel.bench.systems.interfaces import Sentence
-from memtrace_otel.bench.systems.offline import F1Judge
-from memtrace_otel.bench.systems.temporal import (
+from memtrace_bench.systems import temporal
+from memtrace_bench.systems.interfaces import Sentence
+from memtrace_bench.systems.offline import F1Judge
+from memtrace_bench.systems.temporal import (
     answer_duration,
     answer_when,
     answer_when_in,
@@ -303,7 +303,7 @@ def test_random_word_salad_never_raises_and_is_deterministic() -> None:
 
 
 def test_real_conversation_dates_parse(locomo: str) -> None:
-    from memtrace_otel.bench.locomo import load_conversation
+    from memtrace_bench.locomo import load_conversation
 
     conversation = load_conversation("26", locomo)
     assert all(parse_day(session.date) for session in conversation.sessions)

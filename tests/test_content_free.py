@@ -9,10 +9,10 @@ import networkx as nx
 import pytest
 from click.testing import CliRunner
 
+from memtrace_bench.build import build, quick_config
+from memtrace_bench.score import GraphCache, load_labels
 from memtrace_otel.attribution.base import Attribution, Candidate, ErrorType, FailureCase, create_engine
 from memtrace_otel.attribution.evidence import find_evidence
-from memtrace_otel.bench.build import build, quick_config
-from memtrace_otel.bench.score import GraphCache, load_labels
 from memtrace_otel.cli import main
 from memtrace_otel.semconv import Category, EvaluationSignal, VariableKind
 

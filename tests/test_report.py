@@ -138,9 +138,10 @@ def test_bench_reports_the_labelled_cases(spans: str, failures: list[dict], tmp_
                  "spans": "spans/agent.jsonl"})
     _labels(tmp_path / "bench", spans, rows)
     out = tmp_path / "r.html"
-    result = CliRunner().invoke(main, ["report", "--bench", str(tmp_path / "bench"), "--out", str(out)])
+    result = CliRunner().invoke(main, ["bench", "report", str(tmp_path / "bench"), "--out", str(out)])
     assert result.exit_code == 3, result.output
-    # The unusable row is named by its line in the labels file (bench.score.load_labels), the rest is drawn.
+    # The unusable row is named by its line in the labels file (memtrace_bench.score.load_labels), the rest
+    # is drawn.
     assert "no-such-case: no failed evaluation" in result.stderr and "labels.jsonl:4:" in result.stderr
     html = out.read_text(encoding="utf-8")
     assert html.count('<section class="failure"') == len(wanted)  # only the labelled ones, not all failures
@@ -148,10 +149,10 @@ def test_bench_reports_the_labelled_cases(spans: str, failures: list[dict], tmp_
     assert first < html.index(f"{wanted[0]['case_id']}: labelled")  # in the labels file's order
 
 
-def test_bench_and_files_are_exclusive(spans: str, tmp_path) -> None:
-    out = str(tmp_path / "r.html")
-    result = CliRunner().invoke(main, ["report", spans, "--bench", str(tmp_path), "--out", out])
-    assert result.exit_code == 2 and "one of the two" in result.stderr
+def test_report_needs_span_files(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["report", "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "Missing argument 'FILE...'" in result.stderr
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_pipelines_in_processes_make_the_same_page(spans: str, tmp_path) -> None:

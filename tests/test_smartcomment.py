@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from memtrace_bench.memtracebench import score_memtracebench
+from memtrace_bench.score import summarize
 from memtrace_otel.attribution.base import FailureCase, create_engine
-from memtrace_otel.bench.memtracebench import score_memtracebench
-from memtrace_otel.bench.score import summarize
 from memtrace_otel.cli import main
 from memtrace_otel.cli.import_cmd import post_otlp_json, smartcomment_spans
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver

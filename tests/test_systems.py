@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from memtrace_otel.bench.locomo import QA, Session, Turn, conversation_ids
-from memtrace_otel.bench.systems import SYSTEMS, TracedRun, load_conversation, offline_components
-from memtrace_otel.bench.systems.interfaces import ContextItem, MemoryEvent, Sentence, SimilarMemory
-from memtrace_otel.bench.systems.offline import (
+from memtrace_bench.locomo import QA, Session, Turn, conversation_ids
+from memtrace_bench.systems import SYSTEMS, TracedRun, load_conversation, offline_components
+from memtrace_bench.systems.interfaces import ContextItem, MemoryEvent, Sentence, SimilarMemory
+from memtrace_bench.systems.offline import (
     ExtractiveAnswerer,
     F1Judge,
     LexicalEmbedder,
@@ -77,7 +77,7 @@ def test_embedders_give_unit_vectors_and_wordllama_loads_offline() -> None:
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
     if load_wordllama() is None:
-        pytest.skip("wordllama is not installed (the [bench] extra)")
+        pytest.skip("wordllama is not installed (a dependency of the benchmark, benchmarks/pyproject.toml)")
     assert offline_components().embedder.name.startswith("wordllama")
 
 

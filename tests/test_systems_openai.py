@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("openai")
 
-from memtrace_otel.bench.locomo import QA, Session, Turn
-from memtrace_otel.bench.systems import SYSTEMS, Mem0StyleSystem, TracedRun
-from memtrace_otel.bench.systems.interfaces import ContextItem, MemoryEvent, Sentence, SimilarMemory
-from memtrace_otel.bench.systems.openai_steps import (
+from memtrace_bench.locomo import QA, Session, Turn
+from memtrace_bench.systems import SYSTEMS, Mem0StyleSystem, TracedRun
+from memtrace_bench.systems.interfaces import ContextItem, MemoryEvent, Sentence, SimilarMemory
+from memtrace_bench.systems.openai_steps import (
     OpenAIAnswerer,
     OpenAIDecider,
     OpenAIExtractor,

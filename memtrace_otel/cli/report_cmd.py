@@ -5,12 +5,14 @@ codes), attributes every failed evaluation with the chosen engine, and writes
 one self-contained page (:mod:`memtrace_otel.report`): summary charts, then a
 section per failure with its lineage picture. ``--separate`` reads each FILE
 as a pipeline of its own (a graph each), for inputs that share no memory, such
-as the benchmark's conversations. ``--bench DIR`` reports a benchmark build's
-labelled cases instead: one graph per distinct set of span files (as ``bench
-score``), only the labelled evaluation attributed on it, and the clean span
-files a conversation's cases share read once. With ``--jobs N`` pipelines are
-read, attributed and drawn in N processes (one pipeline: its cases are). Nothing
-to report (no failed evaluation) is one line on stderr and exit 1, not an empty page.
+as the benchmark's conversations. With ``--jobs N`` pipelines are read,
+attributed and drawn in N processes (one pipeline: its cases are). Nothing to
+report (no failed evaluation) is one line on stderr and exit 1, not an empty page.
+
+Other commands make the same page from pipelines of their own (:class:`Pipeline`,
+:func:`write_report`, :func:`report_options`): ``memtrace bench report`` (the
+benchmark package) reports a build's labelled cases, only the labelled
+evaluation of each attributed (found by ``memtrace.evaluation.case``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import networkx as nx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memtrace_otel.attribution.runner import attribute_failures, process_map
-from memtrace_otel.bench.score import find_case_evaluation, load_labels
 from memtrace_otel.cli.common import (
     EXIT_PARTIAL,
     EngineChoice,
@@ -42,6 +43,7 @@ from memtrace_otel.cli.common import (
 )
 from memtrace_otel.cli.terminal import safe_markup, safe_text
 from memtrace_otel.graph.build import build_graph
+from memtrace_otel.graph.query import failed_evaluation_of_case
 from memtrace_otel.report import (
     DrawnFailure,
     ReportInput,
@@ -57,7 +59,9 @@ from memtrace_otel.report.links import SpanLinker
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import SpanReadResult, read_span_files
 
-__all__ = ["report_command"]
+__all__ = ["Pipeline", "report_command", "report_options", "write_report"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _linker(jaeger_url: str | None, tempo_url: str | None) -> SpanLinker:
@@ -77,8 +81,9 @@ class _Settings:
 
 
 @dataclass(frozen=True, slots=True)
-class _Pipeline:
-    """One graph to report on; with labelled ``cases`` (``--bench``: case id, section label) only theirs."""
+class Pipeline:
+    """One graph to report on, from span ``files``; with ``cases`` (case id, section label) only the
+    failed evaluations that recorded those case ids, in that order, each under its label."""
 
     label: str | None
     files: tuple[str, ...]
@@ -96,7 +101,7 @@ class _Drawn:
     missing: str | None = None  # --separate: this FILE does not exist
 
 
-def _graph(p: _Pipeline, s: _Settings, cache: dict[str, SpanReadResult]) -> tuple[nx.DiGraph, list[Problem]]:
+def _graph(p: Pipeline, s: _Settings, cache: dict[str, SpanReadResult]) -> tuple[nx.DiGraph, list[Problem]]:
     if not p.cases:
         _, graph, problems = load_graph(p.files, jaeger_url=s.jaeger_url, tempo_url=s.tempo_url,
                                         content_store=s.content_store)
@@ -111,10 +116,10 @@ def _graph(p: _Pipeline, s: _Settings, cache: dict[str, SpanReadResult]) -> tupl
     return graph, [*result.problems, *graph.graph["problems"]]
 
 
-def _labelled(graph: nx.DiGraph, p: _Pipeline, s: _Settings, out: _Drawn) -> list[ReportInput]:
+def _labelled(graph: nx.DiGraph, p: Pipeline, s: _Settings, out: _Drawn) -> list[ReportInput]:
     found: list[tuple[str, str]] = []  # (evaluation, section label)
     for case_id, label in p.cases:
-        evaluation = find_case_evaluation(graph, case_id)
+        evaluation = failed_evaluation_of_case(graph, case_id)
         if evaluation is None:
             out.problems.append(Problem(case_id, "no failed evaluation with this case id in its span files"))
             continue
@@ -124,7 +129,7 @@ def _labelled(graph: nx.DiGraph, p: _Pipeline, s: _Settings, out: _Drawn) -> lis
     return [ReportInput(graph, [verdict], label) for verdict, (_, label) in zip(verdicts, found, strict=True)]
 
 
-def _run_batch(batch: Sequence[_Pipeline], s: _Settings,
+def _run_batch(batch: Sequence[Pipeline], s: _Settings,
                tick: Callable[[int, int], None] | None = None) -> list[_Drawn]:
     """Read, attribute and draw the pipelines of ``batch`` (in a worker process, or in this one)."""
     cache: dict[str, SpanReadResult] = {}
@@ -148,11 +153,11 @@ def _run_batch(batch: Sequence[_Pipeline], s: _Settings,
     return drawn
 
 
-def _size(batch: Sequence[_Pipeline]) -> int:
+def _size(batch: Sequence[Pipeline]) -> int:
     return sum(os.path.getsize(f) for p in batch for f in p.files if os.path.isfile(f))
 
 
-def _run(batches: list[list[_Pipeline]], s: _Settings, jobs: int,
+def _run(batches: list[list[Pipeline]], s: _Settings, jobs: int,
          tick: Callable[[int, int], None]) -> list[_Drawn]:
     """Every batch's results, in input order; ``jobs`` processes take the largest batches first."""
     if len(batches) == 1:
@@ -180,34 +185,9 @@ def _progress() -> Progress:
     return Progress(*columns, console=stderr, transient=True)
 
 
-def _pipelines(files: tuple[str, ...], separate: bool,
-               bench: str | None) -> tuple[list[list[_Pipeline]], int]:
-    """The batches of pipelines to run (a batch shares parsed span files) and the exit code so far."""
-    if bench is None:
-        return ([[_Pipeline(f, (f,))] for f in files] if separate else [[_Pipeline(None, files)]]), 0
-    try:
-        labels, problems = load_labels(bench)
-    except (FileNotFoundError, OSError) as error:
-        raise click.ClickException(safe_text(error)) from None
-    by_files: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for row in labels:  # load_labels kept only rows with a string case id and span paths inside bench
-        by_files.setdefault(tuple(sorted(row["spans"])), []).append(row)
-    batches: dict[str, list[_Pipeline]] = {}
-    for spans, rows in by_files.items():
-        cases = tuple((r["case_id"], _case_label(r)) for r in rows)
-        paths = tuple(os.path.join(bench, p) for p in spans)
-        # One batch per conversation (spans/<system>/<conversation>/...): one process parses its files.
-        conversation = os.path.dirname(os.path.dirname(spans[-1]))
-        batches.setdefault(conversation, []).append(_Pipeline(None, paths, cases))
-    for line in problems:
-        say(safe_markup(line))
-    return list(batches.values()), EXIT_PARTIAL if problems else 0
-
-
-def _case_label(row: dict[str, Any]) -> str:
-    operation = row.get("operation")
-    name = operation.get("name") if isinstance(operation, dict) else None
-    return f"{row['case_id']}: labelled {row.get('error_type')} in {name or '?'}"
+def _pipelines(files: tuple[str, ...], separate: bool) -> list[list[Pipeline]]:
+    """The batches of pipelines to run (a batch shares parsed span files)."""
+    return [[Pipeline(f, (f,))] for f in files] if separate else [[Pipeline(None, files)]]
 
 
 def _gather(drawn: list[_Drawn], separate: bool, strict: bool) -> tuple[list[DrawnFailure], StringTable, int]:
@@ -233,39 +213,51 @@ def _gather(drawn: list[_Drawn], separate: bool, strict: bool) -> tuple[list[Dra
     return failures, table, code
 
 
+def report_options(command: F) -> F:
+    """The options of a page (output, engine, processes, picture size, backend, contents) that every
+    command writing one shares."""
+    for option in reversed((
+        click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
+                     help="The HTML file to write."),
+        click.option("--engine", type=EngineChoice(), default="lineage", show_default=True,
+                     help="Attribution engine."),
+        click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Worker processes: pipelines (or, with one pipeline, its cases) are shared out."),
+        click.option("--max-nodes", type=click.IntRange(min=10), default=200, show_default=True,
+                     help="About how many nodes a lineage picture draws; the rest are folded."),
+        strict_option, jaeger_option, tempo_option, content_store_option,
+    )):
+        command = option(command)
+    return command
+
+
 @click.command("report")
-@click.argument("files", nargs=-1, metavar="[FILE...]", type=click.Path(dir_okay=True, allow_dash=True))
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True),
-              help="The HTML file to write.")
-@click.option("--engine", type=EngineChoice(), default="lineage", show_default=True,
-              help="Attribution engine.")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes: pipelines (or, with one pipeline, its cases) are shared out.")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...",
+                type=click.Path(dir_okay=True, allow_dash=True))
 @click.option("--separate", is_flag=True,
               help="Read each FILE as a pipeline of its own (one graph each), e.g. one directory per user.")
-@click.option("--bench", "bench", type=click.Path(file_okay=False, exists=True), metavar="DIR",
-              help="Report the labelled cases of a benchmark build (DIR/labels.jsonl) instead of FILEs.")
-@click.option("--max-nodes", type=click.IntRange(min=10), default=200, show_default=True,
-              help="About how many nodes a lineage picture draws; the rest are folded.")
-@strict_option
-@jaeger_option
-@tempo_option
-@content_store_option
+@report_options
 @click.pass_context
-def report_command(ctx: click.Context, files: tuple[str, ...], out: str, engine: str, jobs: int,
-                   separate: bool, bench: str | None, max_nodes: int, strict: bool, jaeger_url: str | None,
-                   tempo_url: str | None, content_store: str | None) -> None:
+def report_command(ctx: click.Context, files: tuple[str, ...], separate: bool, **page: Any) -> None:
     """Write one self-contained HTML page explaining every failed answer in span FILEs.
 
     A FILE may be a directory of span files, or - for standard input. With
     --jaeger URL (or --tempo URL) linked traces are fetched from the backend
-    and every span id links to it. --bench DIR reports a benchmark build's
-    labelled cases (no FILE). Exit 1 when there is nothing to report, 3 when
-    some input was skipped or repaired.
+    and every span id links to it. Exit 1 when there is nothing to report, 3
+    when some input was skipped or repaired.
     """
-    if bool(files) == bool(bench):
-        raise click.UsageError("give span FILEs or --bench DIR (one of the two)")
-    batches, code = _pipelines(files, separate, bench)
+    write_report(ctx, _pipelines(files, separate), 0, separate=separate, **page)
+
+
+def write_report(ctx: click.Context, batches: list[list[Pipeline]], code: int, *, out: str, engine: str,
+                 jobs: int, max_nodes: int, strict: bool, jaeger_url: str | None, tempo_url: str | None,
+                 content_store: str | None, separate: bool = False) -> None:
+    """Read, attribute and draw ``batches`` (a batch's pipelines share parsed span files; one batch per
+    process) into the page ``out``, say what was written, and exit: 1 when nothing failed, else the
+    larger of ``code`` (the caller's problems so far) and this run's. Cases appear in ``batches``' order.
+
+    ``separate``: a pipeline's missing FILE is a problem of that pipeline, not the end of the run.
+    """
     if content_store:
         content_resolver(content_store)  # a store no filesystem serves is a usage error, said now
     settings = _Settings(engine, jaeger_url, tempo_url, max_nodes, content_store=content_store)
@@ -280,8 +272,8 @@ def report_command(ctx: click.Context, files: tuple[str, ...], out: str, engine:
     if not failures:
         say("nothing to report: no failed evaluation in the input")
         ctx.exit(1)
-    if bench:  # the labels file's order, though cases sharing a graph were drawn together
-        order = {case: i for i, case in enumerate(c for b in batches for p in b for c, _ in p.cases)}
+    order = {case: i for i, case in enumerate(c for b in batches for p in b for c, _ in p.cases)}
+    if order:  # the callers' case order, though cases sharing a graph were drawn together
         failures.sort(key=lambda f: order.get(f.attribution.case.case_id, len(order)))
     page = render_page(failures, table, title=f"memtrace report: {len(failures)} failed answer(s)",
                        pipelines=sum(len(b) for b in batches))

@@ -38,6 +38,7 @@ __all__ = [
     "evaluations",
     "evidence_keys",
     "evidence_variables",
+    "failed_evaluation_of_case",
     "failed_evaluations",
     "lineage_path",
     "memory_life",
@@ -139,6 +140,20 @@ def failed_evaluations(G: nx.DiGraph) -> list[str]:
     """
     return list(lookup(G, "failed", lambda G: tuple(n for n in evaluation_nodes(G)
                                                       if not G.nodes[n]["passed"])))
+
+
+def failed_evaluation_of_case(G: nx.DiGraph, case_id: str) -> str | None:
+    """The failed evaluation that recorded ``case_id`` (``memtrace.evaluation.case``), if any.
+
+    >>> G = _example_graph()
+    >>> G.nodes["op:j"]["case"] = "q1"
+    >>> failed_evaluation_of_case(G, "q1"), failed_evaluation_of_case(G, "q2")
+    ('op:j', None)
+    """
+    for node in failed_evaluations(G):
+        if G.nodes[node].get("case") == case_id:
+            return node
+    return None
 
 
 def producer_of(G: nx.DiGraph, variable: str) -> str | None:
