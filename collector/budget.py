@@ -9,7 +9,7 @@ shared by every worker so the backend sees a bounded request rate whatever the f
 
 It also notes whether the backend *failed* (could not be reached, timed out, answered 429/5xx),
 as opposed to not having a trace: a verdict made while it failed is judged again later
-(``service.py``'s redo).
+(``attribution_service.py``'s redo).
 
 Thread safety: a :class:`RateLimiter` is shared (one lock); a :class:`BudgetedBackend` belongs to
 one failure and one thread, while the backend it wraps may be shared.

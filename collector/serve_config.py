@@ -4,7 +4,7 @@
 :class:`~memtrace_otel.config.Setting` names the command-line option and the environment
 variable (defined in :mod:`memtrace_otel.config`). ``memtrace serve`` builds its click options
 from these fields (``cli/serve_cmd.py``); library users get the same values with
-:meth:`ServeConfig.from_env`. Kept apart from ``server.py`` so the CLI can read the settings
+:meth:`ServeConfig.from_env`. Kept apart from ``serve.py`` so the CLI can read the settings
 without importing the service.
 """
 

@@ -11,7 +11,7 @@ or ``False`` when the deadline passed first.
 Four parts of memtrace use it: the content uploader (``content/upload.py``), the in-process
 attribution processor (``writeback/processor.py``), ``memtrace serve``'s annotation outbox
 (``collector/export.py``, over the write-ahead store's row ids) and its attribution jobs
-(``collector/service.py``). What differs between them
+(``collector/attribution_service.py``). What differs between them
 is their export step, so that is the one thing each supplies (:class:`BatchExporter`). Retrying
 is not the worker's business either: :class:`RetryingExporter` wraps an export step, as the
 Collector's ``exporterhelper`` wraps an exporter, so a durable step (a write-ahead store) or a

@@ -45,7 +45,7 @@ class _MetricsReceiver(http.server.BaseHTTPRequestHandler):
 def test_serve_exports_attribution_metrics_by_otlp(tmp_path) -> None:
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-    from memtrace_otel.collector.server import ServeConfig, build_server
+    from memtrace_otel.collector.serve import ServeConfig, build_server
 
     servers, received = LoopbackServers("metrics-receiver"), _Received()
     try:

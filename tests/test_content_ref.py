@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.cli import main
-from memtrace_otel.collector.server import ServeConfig
+from memtrace_otel.collector.serve import ServeConfig
 from memtrace_otel.config import ENV_CONTENT_STORE, ENV_CONTENT_UPLOAD_BASE_PATH, ENV_GENAI_UPLOAD_BASE_PATH
 from memtrace_otel.content import (
     ContentResolver,

@@ -339,7 +339,7 @@ class _Backend:
 def test_serve_fetches_the_judged_trace_of_late_feedback_and_counts_it() -> None:
     pytest.importorskip("opentelemetry.proto", reason="memtrace serve needs the [serve] extra")
     from memtrace_otel.collector.assembler import TraceAssembler
-    from memtrace_otel.collector.service import AttributionService
+    from memtrace_otel.collector.attribution_service import AttributionService
 
     provider, exporter = _provider()
     mt, handle = _pipeline(provider)

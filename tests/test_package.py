@@ -69,7 +69,7 @@ def test_wheel_and_sdist_build_and_pass_twine_check(built: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     names = zipfile.ZipFile(wheels[0]).namelist()
     # collector/ and exporters/ are installed as memtrace_otel.collector and memtrace_otel.exporters
-    for member in ("memtrace_otel/py.typed", "memtrace_otel/collector/service.py",
+    for member in ("memtrace_otel/py.typed", "memtrace_otel/collector/attribution_service.py",
                    "memtrace_otel/exporters/otlp_json_file.py", "memtrace_otel/signals.py"):
         assert member in names, member
     assert not [n for n in names if n.startswith(("tests/", "memtrace_bench/", "benchmarks/", "examples/"))]

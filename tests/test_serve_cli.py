@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from memtrace_otel.cli import main
-from memtrace_otel.collector.server import ServeConfig, build_server
+from memtrace_otel.collector.serve import ServeConfig, build_server
 
 from scenario import run_pipeline
 

@@ -305,8 +305,8 @@ def test_the_rate_limiter_spreads_requests_and_never_waits_past_a_deadline() -> 
 
 
 def test_one_expensive_failure_does_not_hold_the_others() -> None:
+    from memtrace_otel.collector.attribution_service import AttributionService
     from memtrace_otel.collector.otlp_proto import records_from_request
-    from memtrace_otel.collector.service import AttributionService
 
     released = threading.Event()
     searched: list[str] = []

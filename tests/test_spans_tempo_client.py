@@ -38,7 +38,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel.cli import main
-from memtrace_otel.collector.server import ServeConfig, build_server
+from memtrace_otel.collector.serve import ServeConfig, build_server
 from memtrace_otel.config import ENV_JAEGER_URL, ENV_TEMPO_URL
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
 from memtrace_otel.graph import build_graph

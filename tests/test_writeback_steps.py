@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.collector.assembler import TraceAssembler
-from memtrace_otel.collector.service import AttributionService
+from memtrace_otel.collector.attribution_service import AttributionService
 from memtrace_otel.config import ENV_CAPTURE_CONTENT
 from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, ErrorType, GenAI, MemTrace
 from memtrace_otel.semconv import MemTraceAttribution as A

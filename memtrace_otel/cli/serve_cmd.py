@@ -68,7 +68,7 @@ def serve_command(**values: Any) -> None:
     except ImportError:
         raise click.ClickException(missing_extra("`memtrace serve` (OTLP receivers and exporters)",
                                                  "serve")) from None
-    from memtrace_otel.collector.server import build_server
+    from memtrace_otel.collector.serve import build_server
 
     config = _config(values)
     check_one_backend(config.jaeger_url, config.tempo_url)

@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from memtrace_otel.collector.assembler import TraceAssembler
+from memtrace_otel.collector.attribution_service import AttributionService
 from memtrace_otel.collector.budget import Budget
 from memtrace_otel.collector.durable import DurableStore
 from memtrace_otel.collector.export import Sender, SpanExporterSender, otlp_sender
 from memtrace_otel.collector.memory import Admission, MemoryGuard, bound_allocator
 from memtrace_otel.collector.serve_config import ServeConfig
-from memtrace_otel.collector.service import AttributionService
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.spans.backend import TraceBackend
