@@ -210,13 +210,14 @@ class LLMClient:
         return prompt, completion
 
     def _request(self, request: dict[str, Any]) -> Any:
+        client = self._openai()  # first: without the openai package, one line naming the extra
         import openai
 
         delay = self.retry_delay
         for attempt in range(1, self.attempts + 1):
             try:
                 with suppress_instrumentation():
-                    return self._openai().chat.completions.create(**request)
+                    return client.chat.completions.create(**request)
             except openai.APITimeoutError:
                 reason = f"timeout after {self.timeout:g}s"
             except openai.APIConnectionError as error:

@@ -101,6 +101,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_the_example(built: Path, tm
     for command, extra in (([str(python), "jaeger_writeback.py"], "serve"),
                            ([str(python), "mem0_agent.py", "--out", "m"], "mem0"),
                            ([str(memtrace), "serve"], "serve"),
+                           ([str(memtrace), "analyze", "spans", "--engine", "llm-agent"], "openai"),
                            ([str(memtrace), "annotate", "--service", "app", "--jaeger", "http://127.0.0.1:9",
                              "--backend-otlp", "http://127.0.0.1:9"], "serve")):
         result = _run(command, here)

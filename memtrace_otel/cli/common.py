@@ -8,6 +8,7 @@ Every human-readable line goes through :mod:`memtrace_otel.cli.terminal`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -21,11 +22,12 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from memtrace_otel.attribution import runner
-from memtrace_otel.attribution.base import available_engines
+from memtrace_otel.attribution.base import available_engines, create_engine
 from memtrace_otel.cli.terminal import safe_markup, safe_text
 from memtrace_otel.config import ENV_CONTENT_STORE, ENV_JAEGER_URL, ENV_TEMPO_URL
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.content.store import ContentStoreError
+from memtrace_otel.extras import missing_extra
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import BackendChoiceError, Gathered, open_backend
 from memtrace_otel.spans.model import Problem
@@ -104,6 +106,15 @@ class EngineChoice(click.Choice):
     @choices.setter
     def choices(self, _value: object) -> None:
         pass  # click.Choice.__init__ assigns it; the registry is the truth
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        name = super().convert(value, param, ctx)
+        # An LLM engine without the openai package would fail on every case, one line each: say it once.
+        from memtrace_otel.attribution.llm_baselines import LLMEngineBase
+
+        if importlib.util.find_spec("openai") is None and isinstance(create_engine(name), LLMEngineBase):
+            raise click.ClickException(missing_extra(f"--engine {name}", "openai"))
+        return name
 
 
 def content_resolver(content_store: str | None) -> ContentResolver | None:
