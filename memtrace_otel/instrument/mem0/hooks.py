@@ -22,7 +22,7 @@ from typing import Any
 import wrapt
 
 from memtrace_otel.instrument.genai import RetrievedRecord
-from memtrace_otel.instrument.mem0.lifecycle import Binder, Call, Step, warn_once, wrapper_for
+from memtrace_otel.instrument.mem0.lifecycle import Binder, Call, Step, unwrap_own, warn_once, wrapper_for
 from memtrace_otel.instrument.mem0.pipeline import BatchCreateStep, ExistingSearchStep, write_records
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, record_name, stored_variable
 from memtrace_otel.instrument.tracer import MemoryTracer
@@ -43,7 +43,7 @@ class StoreHooks:
         self._llm_steps = llm_steps
         self._lock = threading.Lock()
         self._hooked: frozenset[type] = frozenset()
-        self._installed: list[tuple[type, str, object]] = []
+        self._installed: list[tuple[type, str, object, Wrapper]] = []
 
     def ensure(self, memory: Any) -> None:
         """Hook the classes of ``memory``'s vector store and LLM, if not yet done."""
@@ -54,13 +54,14 @@ class StoreHooks:
                 self._install(cls, names)
 
     def remove(self) -> None:
-        """Restore every hooked class exactly: the original attribute, or none where it was inherited."""
+        """Restore every hooked class exactly: the original attribute, or none where it was inherited.
+
+        Only our layer comes off: a wrapper another instrumentation put on top of ours stays.
+        """
         with self._lock:
-            for cls, name, original in reversed(self._installed):
-                if original is _INHERITED:
-                    delattr(cls, name)
-                else:
-                    setattr(cls, name, original)
+            for cls, name, original, wrapper in reversed(self._installed):
+                # Not found: someone replaced the attribute since; what is there now is theirs to keep.
+                unwrap_own(cls, name, wrapper, inherited=original is _INHERITED)
             self._installed.clear()
             self._hooked = frozenset()
 
@@ -73,8 +74,9 @@ class StoreHooks:
                 if function is None or not callable(function):
                     continue
                 original = cls.__dict__.get(name, _INHERITED)
-                wrapt.wrap_function_wrapper(cls, name, self._wrapper(name, function))
-                self._installed.append((cls, name, original))
+                wrapper = self._wrapper(name, function)
+                wrapt.wrap_function_wrapper(cls, name, wrapper)
+                self._installed.append((cls, name, original, wrapper))
             self._hooked = self._hooked | {cls}
 
     def _wrapper(self, name: str, function: Callable[..., Any]) -> Wrapper:

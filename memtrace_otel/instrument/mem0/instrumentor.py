@@ -18,10 +18,9 @@ from typing import Any
 
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
-from memtrace_otel.instrument.mem0.lifecycle import propagate_context, wrapper_for
+from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
 from memtrace_otel.instrument.mem0.package import _instruments
 from memtrace_otel.instrument.mem0.steps import public_steps
 from memtrace_otel.instrument.tracer import MemoryTracer
@@ -66,7 +65,7 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
         version = _patches(mem0_generation())
         self.memory_tracer = tracer
         self._hooks = StoreHooks(tracer, version.llm_steps())
-        self._wrapped: list[tuple[Any, str]] = []
+        self._wrapped: list[tuple[Any, str, Any]] = []
         module = importlib.import_module(_MODULE)
         steps = public_steps()
         for step in steps.values():
@@ -77,16 +76,17 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if method in cls.__dict__:
                     wrapper = wrapper_for(tracer, steps[method], cls.__dict__[method])
                     wrapt.wrap_function_wrapper(cls, method, wrapper)
-                    self._wrapped.append((cls, method))
+                    self._wrapped.append((cls, method, wrapper))
         if version.PROPAGATE_CONTEXT:
             classes = tuple(getattr(module, name) for name in _CLASSES)
-            wrapt.wrap_function_wrapper(concurrent.futures.ThreadPoolExecutor, "submit",
-                                        propagate_context(classes))
-            self._wrapped.append((concurrent.futures.ThreadPoolExecutor, "submit"))
+            submit = propagate_context(classes)
+            wrapt.wrap_function_wrapper(concurrent.futures.ThreadPoolExecutor, "submit", submit)
+            self._wrapped.append((concurrent.futures.ThreadPoolExecutor, "submit", submit))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for owner, method in reversed(getattr(self, "_wrapped", [])):
-            unwrap(owner, method)
+        # Our own layers only: another mem0 instrumentation may have wrapped the same methods after us.
+        for owner, method, wrapper in reversed(getattr(self, "_wrapped", [])):
+            unwrap_own(owner, method, wrapper)
         self._wrapped = []
         hooks = getattr(self, "_hooks", None)
         if hooks is not None:

@@ -20,13 +20,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import wrapt
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, reset_scope, set_scope
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
-__all__ = ["Binder", "Call", "Step", "propagate_context", "server_of", "wrapper_for"]
+__all__ = ["Binder", "Call", "Step", "propagate_context", "server_of", "unwrap_own", "wrapper_for"]
 
 _logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -268,6 +269,35 @@ def wrapper_for(tracer: MemoryTracer, step: Step, function: Callable[..., Any]) 
         return call.run(wrapped, args, kwargs)
 
     return sync_wrapper
+
+
+def unwrap_own(owner: Any, name: str, wrapper: Any, *, inherited: bool = False) -> bool:
+    """Take ``wrapper``'s layer, and only it, off ``owner.name``; ``False`` when it is not there.
+
+    Another instrumentation of mem0 (loongsuite-instrumentation-mem0 wraps the same ``Memory``
+    methods) may have wrapped the method after this one did: ``unwrap`` would then remove the
+    outermost layer, theirs, and leave ours. So the chain of ``wrapt`` proxies is walked to ours:
+    outermost, the attribute gets what it wrapped (or is deleted again when ``inherited``, so the
+    class inherits as before); further in, the layer above is pointed past it.
+    """
+    current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+    above: Any = None
+    while isinstance(current, _PROXIES):
+        if getattr(current, "_self_wrapper", None) is wrapper:
+            inner = current.__wrapped__
+            if above is not None:
+                above.__wrapped__ = inner
+            elif inherited:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, inner)
+            return True
+        above, current = current, current.__wrapped__
+    return False
+
+
+_PROXIES = (wrapt.FunctionWrapper, wrapt.ObjectProxy)
+"""What ``wrap_function_wrapper`` puts on a class (wrapt 2's ``ObjectProxy`` is no longer their base)."""
 
 
 def propagate_context(classes: tuple[type, ...]) -> Wrapper:
