@@ -156,11 +156,13 @@ def _print_manifest(manifest: dict[str, Any], out: str) -> None:
               help="Only the first N sessions of each.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every fault, record id and span id.")
 @click.option("--jobs", type=click.IntRange(1), default=2, show_default=True, help="Replays run at once.")
+@click.option("--top-k", type=click.IntRange(1), default=10, show_default=True,
+              help="Memories per speaker's search (mem0's LoCoMo evaluation's default).")
 @click.option("--locomo", type=click.Path(file_okay=False), default=None,
               help="LoCoMo directory [default: MEMTRACE_LOCOMO_DIR or ../shared/data/locomo].")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON on stdout.")
 def mem0_command(out: str, mem0_python: str | None, conversations: tuple[str, ...], max_sessions: int | None,
-                 seed: int, jobs: int, locomo: str | None, as_json: bool) -> None:
+                 seed: int, jobs: int, top_k: int, locomo: str | None, as_json: bool) -> None:
     """The real-mem0 part: mem0ai in its venv, a simulated LLM, failures labelled by replay."""
     from memtrace_bench.mem0_real.build import BuildOptions, DriverError, build, default_mem0_python
 
@@ -175,7 +177,7 @@ def mem0_command(out: str, mem0_python: str | None, conversations: tuple[str, ..
             conversations = tuple(conversation_ids(locomo))
         except FileNotFoundError as error:
             raise click.ClickException(str(error)) from None
-    options = BuildOptions(out, python, list(conversations), seed, max_sessions, jobs, locomo,
+    options = BuildOptions(out, python, list(conversations), seed, max_sessions, jobs, locomo, top_k=top_k,
                            progress=lambda line: stderr.print(escape(line)))
     try:
         manifest = build(options)

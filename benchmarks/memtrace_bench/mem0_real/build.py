@@ -61,6 +61,8 @@ class BuildOptions:
     jobs: int = 2
     locomo: str | None = None
     keep_work: bool = False
+    top_k: int = 10
+    """Memories per speaker's search (mem0's LoCoMo evaluation's ``MemorySearch`` default)."""
     progress: Progress = field(default=lambda line: None)
 
 
@@ -99,6 +101,7 @@ def _run_driver(options: BuildOptions, conversation: str, arguments: list[str]) 
         command += ["--locomo", options.locomo]
     if options.max_sessions is not None:
         command += ["--max-sessions", str(options.max_sessions)]
+    command += ["--top-k", str(options.top_k)]
     env = {**os.environ, "MEM0_TELEMETRY": "False", "PYTHONDONTWRITEBYTECODE": "1",
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -131,7 +134,7 @@ def build(options: BuildOptions) -> dict[str, Any]:
     _write_jsonl(os.path.join(options.out, "mem0_real_failures.jsonl"), failures)
     manifest = {
         "part": f"mem0-real-v{generation}", "seed": options.seed, "conversations": options.conversations,
-        "max_sessions": options.max_sessions, "labels": len(labels),
+        "max_sessions": options.max_sessions, "top_k": options.top_k, "labels": len(labels),
         "by_error_type": dict(sorted(Counter(label["error_type"] for label in labels).items())),
         "failures": dict(sorted(tally.items())), "seconds": round(time.monotonic() - started, 1),
     }
@@ -211,7 +214,7 @@ def _label(options: BuildOptions, world: World, conversation: str,
         tally[status] += 1
         row = {"case_id": world.case_id(qa), "system": f"mem0ai-{generation}", "conversation": conversation,
                "question": qa.question, "gold": str(qa.answer), "prediction": answers[index]["prediction"],
-               "evidence": list(qa.evidence), "category": qa.category,
+               "evidence": list(qa.evidence), "category": qa.category, "gold_stated": world.stated(qa),
                "spans": [final_relative], "seed": options.seed, "part": part,
                "repair": {"status": status, "tried": [c["call_id"] for c in tried],
                           "passing": [c["call_id"] for c in passing]}}
@@ -298,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - the CLI is
     parser.add_argument("--max-sessions", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--top-k", type=int, default=10)
     args = parser.parse_args(argv)
     manifest = build(BuildOptions(args.out, args.mem0_python, args.conversation or ["26"], args.seed,
-                                  args.max_sessions, args.jobs,
+                                  args.max_sessions, args.jobs, top_k=args.top_k,
                                   progress=lambda line: print(line, file=sys.stderr)))
     print(json.dumps(manifest, indent=2))
     return 0

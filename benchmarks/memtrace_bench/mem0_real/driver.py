@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from memtrace_bench.mem0_real.server import SimulatedLLM
-from memtrace_bench.mem0_real.world import EMBEDDING_DIMS, World, carries
+from memtrace_bench.mem0_real.world import EMBEDDING_DIMS, World, message_text
 from memtrace_otel.semconv import Category, GenAI, MemTrace, VariableKind
 
 ANSWER_PROMPT = """You are an intelligent memory assistant tasked with retrieving accurate information from \
@@ -56,7 +56,9 @@ Question: {question}
 Gold answer: {gold}
 Generated answer: {answer}
 """
-TOP_K = 5
+TOP_K = 10
+"""Memories per speaker's search: mem0's own LoCoMo evaluation searches each speaker with its
+``MemorySearch`` default ``top_k=10`` (its script runs 30)."""
 ALL = 100_000
 
 
@@ -155,11 +157,13 @@ class App:
                 shutil.copytree(self.args.data, os.path.join(self.args.snapshots, f"s{session.index}"),
                                 dirs_exist_ok=True)
                 self.open()
+            when = self.world.when.get(session.index, session.date)
             for turn in session.turns:
                 first = len(self.llm.calls)
                 spans_before = len(self.collect.spans)
-                result = self.memory.add([{"role": "user", "content": turn.text}], user_id=turn.speaker,
-                                         metadata={"memtrace_message_ids": [turn.dia_id]})
+                message = {"role": "user", "content": message_text(when, turn.speaker, turn.text)}
+                result = self.memory.add([message], user_id=turn.speaker,
+                                         metadata={"timestamp": when, "memtrace_message_ids": [turn.dia_id]})
                 spans = self.collect.spans[spans_before:]
                 for call in self.llm.calls[first:]:
                     if call["fault"] is not None:
@@ -178,21 +182,23 @@ class App:
         self.llm.repaired = set(self.args.repair) | set(repairs)
         spans_before = len(self.collect.spans)
         with trace.get_tracer("mem0-real-app").start_as_current_span("app.question"):
-            found: dict[str, list[str]] = {}
+            found: dict[str, list[tuple[str, str]]] = {}
             for speaker in self.world.conversation.speakers:
                 scope = {"user_id": speaker} if self.generation == 1 else {"filters": {"user_id": speaker}}
-                limit = {"limit": TOP_K} if self.generation == 1 else {"top_k": TOP_K}
+                limit = {"limit": self.args.top_k} if self.generation == 1 else {"top_k": self.args.top_k}
                 items = self.memory.search(qa.question, **scope, **limit)["results"]
-                texts = [item["memory"] for item in items]
+                returned = [(item["memory"], timestamp_of(item)) for item in items]
                 if f"q{qa.index}/search/{speaker}" in repairs:
-                    texts = self.oracle_search(qa, speaker, texts)
-                found[speaker] = texts
+                    returned = self.oracle_search(qa, speaker, returned)
+                found[speaker] = returned
             with tracer.operation("app.answer", Category.GENERATION) as op:
                 op.read(f"question:q{qa.index}", content=qa.question, kind=VariableKind.QUERY)
                 for speaker in self.world.conversation.speakers:
                     op.read(context_name(qa.question, user_id=speaker))
-                memories = "\n\n".join(f"Memories for user {s}:\n" + "\n".join(f"- {t}" for t in texts)
-                                       for s, texts in found.items())
+                # As mem0's own LoCoMo evaluation shows them: "timestamp: memory", per speaker.
+                memories = "\n\n".join(f"Memories for user {s}:\n" + "\n".join(
+                    f"- {stamp}: {text}" if stamp else f"- {text}" for text, stamp in returned)
+                    for s, returned in found.items())
                 prediction = self.complete(ANSWER_PROMPT.format(memories=memories, question=qa.question))
                 answer = op.write(f"answer:q{qa.index}", prediction, kind=VariableKind.ANSWER)
             verdict = self.complete(JUDGE_PROMPT.format(question=qa.question, gold=qa.answer,
@@ -205,26 +211,35 @@ class App:
         spans = self.collect.spans[spans_before:]
         searches = [s for s in spans if s["name"] == "mem0.search"]
         return {"question": qa.index, "case_id": case_id, "passed": passed, "prediction": prediction,
-                "found": found, "spans": {
+                "found": {s: [text for text, _ in returned] for s, returned in found.items()}, "spans": {
                     "search": {sp: span for sp, span in zip(self.world.conversation.speakers, searches,
                                                               strict=False)},
                     "answer": next((s for s in spans if s["name"] == "app.answer"), None)}}
 
-    def oracle_search(self, qa: Any, speaker: str, texts: list[str]) -> list[str]:
-        """The search's oracle: what it returned, after the speaker's live memories that hold a key fact."""
+    def oracle_search(self, qa: Any, speaker: str,
+                      returned: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The search's oracle: what a correct retriever returns, the speaker's live memories that
+        answer for a key fact, then what the search returned, top k (more only when more memories
+        are needed). A memory lost upstream is not alive and cannot be returned."""
         # every record: get_all's default page (1.x 100, 2.x 20) would hide a long conversation's memories
         options = ({"user_id": speaker, "limit": ALL} if self.generation == 1
                    else {"filters": {"user_id": speaker}, "top_k": ALL})
         listing = self.memory.get_all(**options)["results"]
-        alive = sorted((item["memory"] for item in listing), key=str)
-        keys = [fact for _, fact in self.world.key_facts(qa)]
-        holding = [m for m in alive if any(carries(m, f) for f in keys)]
-        return holding + [t for t in texts if t not in holding]
+        alive = sorted(((item["memory"], timestamp_of(item)) for item in listing), key=str)
+        holding = [m for m in alive if self.world.relevant(qa, f"{m[1]}: {m[0]}")]
+        rest = [m for m in returned if m not in holding]
+        return holding + rest[:max(0, self.args.top_k - len(holding))]
 
     def complete(self, prompt: str) -> str:
         response = self.client.chat.completions.create(model="sim-llm", temperature=0,
                                                        messages=[{"role": "user", "content": prompt}])
         return response.choices[0].message.content or ""
+
+
+def timestamp_of(item: dict[str, Any]) -> str:
+    """The ``timestamp`` the app gave a memory (its metadata; mem0 1.x also lifts it to the item)."""
+    metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+    return str((metadata or {}).get("timestamp") or item.get("timestamp") or "")
 
 
 def effect_span(call: dict[str, Any], result: Any, spans: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -254,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", default=None, help="OTLP/JSON Lines span file")
     parser.add_argument("--snapshots", default=None, help="copy the store here before each session")
     parser.add_argument("--from-session", type=int, default=0)
+    parser.add_argument("--top-k", type=int, default=TOP_K, help="memories per speaker's search")
     parser.add_argument("--repair", action="append", default=[], help="call id answered by its oracle")
     parser.add_argument("--questions", default=None, help="comma-separated question indexes (default all)")
     parser.add_argument("--trials", default=None, help="JSON [[question, [repairs]], ...] after ingestion")

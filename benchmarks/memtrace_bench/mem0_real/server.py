@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from memtrace_bench.mem0_real.world import World, embed, judge
+from memtrace_otel.text import short_date
 
 __all__ = ["SimulatedLLM", "parse_answer_prompt", "parse_decision_prompt"]
 
@@ -157,14 +158,18 @@ class SimulatedLLM:
                            "oracle": oracle, **extra})
 
     def _extract(self, section: str, prompt: str, *, generation: int) -> str:
-        dia_id = self._locate(_unescape(section))
+        said = _unescape(section)
+        dia_id = self._locate(said)
         self._last_turn = dia_id
         if dia_id is None:
             return json.dumps({"facts": []} if generation == 1 else {"memory": []})
         call_id = f"{dia_id}/extract"
         existing = ([m for _, m in _existing_v2(prompt)] if generation == 2 else None)
+        turn = self.world.conversation.turn(dia_id)
+        # Facts are dated only when the message says its date (the app puts it before the text).
+        timed = turn is not None and short_date(said) == turn.date
         facts, oracle, fault = self.world.extraction(dia_id, call_id, existing=existing,
-                                                     repaired=call_id in self.repaired)
+                                                     repaired=call_id in self.repaired, timed=timed)
         lost = [f for f in oracle if f not in facts]
         self._log(call_id, "extract", fault, facts, oracle, dia_id=dia_id, lost=lost)
         if generation == 1:
