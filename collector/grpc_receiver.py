@@ -81,11 +81,17 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
 
 
 class OTLPGrpcReceiver:
-    """Serves OTLP/gRPC on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``."""
+    """Serves OTLP/gRPC on ``host:port`` (port 0 picks a free one) and hands requests to ``ingest``.
+
+    ``ingest(index, body, kind) -> bool``: the request's trace index and its bytes, to be stored before
+    the answer (what is acknowledged is kept: ``memtrace serve``'s path). With ``store_bodies=False``,
+    ``ingest(spans, wire_bytes)`` gets the decoded spans and nothing is stored (test backends).
+    ``False`` from ``ingest`` answers ``UNAVAILABLE`` (retryable).
+    """
 
     def __init__(self, ingest: Any, *, host: str = "127.0.0.1", port: int = 14317,
                  max_message_bytes: int = 16 << 20, workers: int = 4, admission: Admission | None = None,
-                 store_bodies: bool = False) -> None:
+                 store_bodies: bool = True) -> None:
         if max_message_bytes < 1 or workers < 1:
             raise ValueError("max_message_bytes and workers must be >= 1")
         self._server = grpc.server(

@@ -316,9 +316,12 @@ def _channel_class(drainer: _Drainer, hang_ups: _HangUps) -> type:
 class OTLPHttpReceiver:
     """Serves ``POST /v1/traces`` on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``.
 
-    ``ingest(spans, wire_bytes) -> bool``; with ``store_bodies``, ``ingest(index, body, kind)``: the
-    request's :func:`~memtrace_otel.collector.assembler.trace_index` (for protobuf made without
-    decoding the spans) and its bytes to store. ``False`` makes the answer a retryable 503.
+    ``ingest(index, body, kind) -> bool``: the request's
+    :func:`~memtrace_otel.collector.assembler.trace_index` (for protobuf made without decoding the
+    spans) and its bytes, to be stored before the answer, so that what is acknowledged is kept
+    (``memtrace serve``'s path). With ``store_bodies=False``, ``ingest(spans, wire_bytes)`` gets the
+    decoded spans instead: nothing is stored, for consumers that keep spans in memory (test
+    backends). ``False`` from ``ingest`` makes the answer a retryable 503.
 
     Parameters
     ----------
@@ -339,7 +342,7 @@ class OTLPHttpReceiver:
     def __init__(self, ingest: Ingest, *, host: str = "127.0.0.1", port: int = 14318,
                  max_body_bytes: int = 16 << 20, workers: int = 4, backlog: int = 1024,
                  connection_limit: int = 1000, idle_timeout: int = 60, header_timeout: float = 10.0,
-                 admission: Admission | None = None, store_bodies: bool = False) -> None:
+                 admission: Admission | None = None, store_bodies: bool = True) -> None:
         if max_body_bytes < 1 or workers < 1 or backlog < 1 or connection_limit < 1 or idle_timeout < 1 \
                 or header_timeout <= 0:
             raise ValueError("max_body_bytes, workers, backlog, connection_limit and timeouts must be >= 1")

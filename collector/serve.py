@@ -84,7 +84,7 @@ class MemtraceServer:
         self.receivers: list[object] = []
 
     def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
-        """A received request, stored as it came (the receivers' ``store_bodies`` call)."""
+        """A received request, stored as it came (the receivers' default call)."""
         return self.service.ingest_request(index, body, kind)
 
     def start(self) -> None:
@@ -96,12 +96,12 @@ class MemtraceServer:
             self.receivers.append(OTLPGrpcReceiver(self.ingest, host=self.config.host,
                                                    port=self.config.grpc_port,
                                                    max_message_bytes=limit, workers=_RECEIVER_WORKERS,
-                                                   admission=self.admission, store_bodies=True))
+                                                   admission=self.admission))
         if self.config.http_port is not None:
             self.receivers.append(OTLPHttpReceiver(self.ingest, host=self.config.host,
                                                    port=self.config.http_port,
                                                    max_body_bytes=limit, workers=_RECEIVER_WORKERS,
-                                                   admission=self.admission, store_bodies=True))
+                                                   admission=self.admission))
         self.service.start()
         for receiver in self.receivers:
             receiver.start()  # type: ignore[attr-defined]

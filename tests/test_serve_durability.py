@@ -91,7 +91,7 @@ class _Backend:
     def __init__(self, answers: list[int]) -> None:
         self.answers, self.bodies = answers, []
         self.lock = threading.Lock()
-        self.receiver = OTLPHttpReceiver(self._ingest, port=0)
+        self.receiver = OTLPHttpReceiver(self._ingest, port=0, store_bodies=False)
         self.receiver.start()
 
     def _ingest(self, spans: list, _size: int) -> bool:
@@ -226,7 +226,7 @@ def test_idle_and_slow_clients_hold_no_thread_and_are_closed(tmp_path: Path) -> 
 def test_a_dense_flood_keeps_resident_memory_under_the_limit(tmp_path: Path) -> None:
     import sys
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "performance"))
     from serve_flood import dense_request
 
     limit = 256
@@ -357,7 +357,8 @@ def test_the_grpc_sender_retries_only_what_the_collector_retries() -> None:
     from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver
 
     taken: list[int] = []
-    receiver = OTLPGrpcReceiver(lambda spans, _size: taken.append(len(spans)) is None, port=0)
+    receiver = OTLPGrpcReceiver(lambda spans, _size: taken.append(len(spans)) is None, port=0,
+                                store_bodies=False)
     receiver.start()
     try:
         sender = OtlpGrpcSender(f"127.0.0.1:{receiver.address[1]}", timeout=10)

@@ -45,7 +45,7 @@ class Sink:
 @pytest.fixture
 def http_receiver():
     sink = Sink()
-    receiver = OTLPHttpReceiver(sink, port=0, max_body_bytes=1 << 20)
+    receiver = OTLPHttpReceiver(sink, port=0, max_body_bytes=1 << 20, store_bodies=False)
     receiver.start()
     yield receiver, sink
     receiver.stop()
@@ -54,7 +54,7 @@ def http_receiver():
 @pytest.fixture
 def grpc_receiver():
     sink = Sink()
-    receiver = OTLPGrpcReceiver(sink, port=0, max_message_bytes=1 << 20)
+    receiver = OTLPGrpcReceiver(sink, port=0, max_message_bytes=1 << 20, store_bodies=False)
     receiver.start()
     yield receiver, sink
     receiver.stop()
@@ -202,3 +202,37 @@ def test_a_client_still_sending_an_oversized_body_reads_the_413(http_receiver) -
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 413"), answer[:80]
     assert sink.spans == []
+
+
+class BodySink:
+    """The default (durable) call: each request's trace index and its bytes, as received."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, tuple[int, bool]], bytes, int]] = []
+
+    def __call__(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+        self.requests.append((index, body, kind))
+        return True
+
+
+def test_by_default_the_receivers_hand_over_the_request_to_store() -> None:
+    """What a receiver acknowledges is the bytes it was sent: by default nothing is decoded into
+    memory only, the request goes to ``ingest`` to be stored (``store_bodies=False`` is the other path)."""
+    http_sink, grpc_sink = BodySink(), BodySink()
+    receivers = [OTLPHttpReceiver(http_sink, port=0), OTLPGrpcReceiver(grpc_sink, port=0)]
+    for receiver in receivers:
+        receiver.start()
+    try:
+        body = _one_span_request().SerializeToString()
+        status, _, _ = _post(receivers[0].address, body, {"Content-Type": _PB})
+        assert status == 200
+        host, port = receivers[1].address
+        with grpc.insecure_channel(f"{host}:{port}") as channel:
+            trace_service_pb2_grpc.TraceServiceStub(channel).Export(_one_span_request(), timeout=10)
+    finally:
+        for receiver in receivers:
+            receiver.stop()
+    for sink in (http_sink, grpc_sink):
+        ((index, stored, _kind),) = sink.requests
+        assert stored == body
+        assert index == {"01" * 16: (1, False)}

@@ -215,7 +215,7 @@ def test_endpoint_export_reaches_a_real_otlp_http_receiver() -> None:
             received.extend(spans)
         return True
 
-    receiver = OTLPHttpReceiver(ingest, port=0)
+    receiver = OTLPHttpReceiver(ingest, port=0, store_bodies=False)
     receiver.start()
     try:
         host, port = receiver.address
