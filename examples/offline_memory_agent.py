@@ -80,10 +80,13 @@ class TinyMemory:
             facts = op.write(f"facts:{dia_id}", fact, kind=VariableKind.FACTS)
         self._store(facts, fact)
 
+    def record_id(self, topic: str) -> str:
+        """The store's id of a topic's record (the one thing a store with many users names apart)."""
+        return f"mem:{topic}"
+
     def _store(self, facts_var: object, fact: str) -> None:
         # The topic key is the fact's verb: a later "adopted" fact overwrites the earlier one.
-        topic = fact.split()[1]
-        record_id = f"mem:{topic}"
+        record_id = self.record_id(fact.split()[1])
         existing = self.records.get(record_id)
         operation = "update_memory" if existing else "create_memory"
         category = Category.UPDATE if existing else Category.EXTRACTION

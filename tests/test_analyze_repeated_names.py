@@ -5,9 +5,10 @@ name gets one version per conversation and version edges chain thousands of trac
 per-failure questions used to walk that whole chain: the evidence id ``D1:1`` resolved to the
 earliest version (the first conversation's message, whose descendants are every later
 conversation), and the traces missing from a failure's lineage were searched over all its
-ancestors. The speed target (200k spans <= 60 s) lives in ``benchmarks/performance/analyze_repeated.py``;
-these tests check the mechanisms: each failure is judged on its own conversation, and the
-graph-wide lookups answer what the per-failure searches answered.
+ancestors. The speed target (200k spans <= 60 s) lives in
+``benchmarks/performance/analyze_scale.py --workload repeated``; these tests check the mechanisms:
+each failure is judged on its own conversation, and the graph-wide lookups answer what the
+per-failure searches answered.
 """
 
 from __future__ import annotations

@@ -22,16 +22,28 @@ Then, for each size in a fresh process (CPU time, one core): read the file,
 spans/s and how many verdicts name the injected error type (a check that the
 engine did its real work, not a target).
 
+``--workload repeated``: a long-running app that reuses its variable names instead (issue 24).
+``examples/offline_memory_agent.py`` (three chat sessions, seven questions, some answered wrong) is
+run again and again in one process with one :class:`MemoryTracer`, a new user each run: every run
+writes ``msg:D1:1``, ``facts:D1:1``, ``query:q1`` ... again, so each name gets one version per run
+and version chains are as long as the run count, across thousands of traces (the input that was
+quadratic: 10k spans 17 s, 20k 98 s). ``--shared-records``: the users' records are named alike too
+(one unit rewritten by every run). Its table counts the verdicts' error types (every run fails the
+same questions, so the counts scale with the runs) and the longest version chain.
+
 Target: 200k spans with 1% failed evaluations analysed (build + attribution) in
-<= 60 s on one core, time linear in spans.
+<= 60 s on one core, time linear in spans (the repeated workload: the same 60 s).
 
     python benchmarks/performance/analyze_scale.py [--spans 10000 20000 50000 100000 200000] [--dir DIR]
                                        [--failed 0.01] [--no-evidence] [--json]
+    python benchmarks/performance/analyze_scale.py --workload repeated [--shared-records] [--spans ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import random
@@ -39,13 +51,19 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
 from memtrace_otel.semconv import ErrorType
+from memtrace_otel.spans import read_span_files
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+import offline_memory_agent as example  # the example is a script, not a package
 
 _NAMES = ["Ava", "Ben", "Caroline", "Dev", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jon", "Kemi", "Lars"]
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -244,6 +262,51 @@ def generate(path: str, spans: int, *, failed: float = 0.01, evidence: bool = Tr
     return wanted
 
 
+class _UserMemory(example.TinyMemory):
+    """The example's memory for one user of many: the store names its records per user (a real store
+    gives each new record an id of its own), everything else keeps the example's names."""
+
+    def __init__(self, tracer: MemoryTracer, app_tracer: Any, user: int) -> None:
+        super().__init__(tracer, app_tracer)
+        self.user = user
+
+    def record_id(self, topic: str) -> str:
+        return f"mem:{self.user}:{topic}"
+
+
+def generate_repeated(path: str, runs: int, *, shared_records: bool = False) -> None:
+    """Run the example ``runs`` times in one process, one tracer, spans to ``path``.
+
+    ``shared_records``: every run's store names its records as the example does (``mem:moved``),
+    so memory units, too, get one version per run: version chains of stored memory across every
+    conversation, which the engine follows as lineage (an update rewrites the unit).
+    """
+    provider = TracerProvider(resource=Resource.create({"service.name": "offline-memory-agent"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPJsonLinesSpanExporter(path), max_queue_size=1 << 16))
+    tracer = MemoryTracer(provider, capture_content=True)
+    app_tracer = provider.get_tracer("offline-memory-agent")
+    with contextlib.redirect_stdout(io.StringIO()):  # the example's own prints
+        for run in range(runs):
+            # a new user: the same message, query, context and answer names, records of its own
+            memory = (example.TinyMemory(tracer, app_tracer) if shared_records
+                      else _UserMemory(tracer, app_tracer, run))
+            for number, session in enumerate(example.SESSIONS, start=1):
+                with app_tracer.start_as_current_span(f"session {number}"):
+                    for dia_id, text in session:
+                        memory.ingest(dia_id, text)
+            for case_id, question, gold, evidence in example.QUESTIONS:
+                memory.answer(case_id, question, gold, evidence)
+    provider.shutdown()
+
+
+def _spans_per_run() -> int:
+    """Spans (memory operations and application spans) one run of the example exports."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "one.jsonl")
+        generate_repeated(path, 1)
+        return len(read_span_files([path]).spans)
+
+
 _ANALYZE = """
 import collections, json, sys, time, resource
 from memtrace_otel.attribution.runner import attribute_failures
@@ -256,25 +319,44 @@ graph = build_graph(result.spans)
 built = time.process_time()
 attributions = attribute_failures(graph, "lineage")
 done = time.process_time()
-expected = [a.case.case_id.rsplit("/", 1)[1] for a in attributions]
+expected = [a.case.case_id.rsplit("/", 1)[-1] for a in attributions]  # users: the injected type
 found = [a.error_type.value if a.error_type else None for a in attributions]
+types = collections.Counter(t or "none" for t in found)
 print(json.dumps({
     "spans": len(result.spans), "failures": len(attributions), "read_seconds": read - start,
     "build_seconds": built - read, "attribute_seconds": done - built,
     "type_matches": sum(e == f for e, f in zip(expected, found)),
-    "unattributed": sum(a.operation is None for a in attributions),
+    "unattributed": sum(a.operation is None for a in attributions), "types": dict(sorted(types.items())),
+    "longest_chain": max((len(v) for v in __import__("memtrace_otel.graph.index", fromlist=["x"])
+                          .variables_by_name(graph).values()), default=0),
     "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
 }))
 """
 
 
-def measure(path: str) -> dict[str, float]:
+def measure(path: str) -> dict[str, Any]:
     """Read + build + attribute ``path`` in a fresh process; CPU seconds of each phase."""
     out = subprocess.run([sys.executable, "-c", _ANALYZE, path], check=True, capture_output=True, text=True)
     row = json.loads(out.stdout)
     row["analyze_seconds"] = row["build_seconds"] + row["attribute_seconds"]
-    row["spans_per_second"] = row["spans"] / row["analyze_seconds"]
+    row["spans_per_second"] = row["spans"] / max(row["analyze_seconds"], 1e-9)
     return row
+
+
+def _file(directory: str, spans: int, args: argparse.Namespace, per_run: int) -> str:
+    """The span file of one size of the chosen workload, generated unless ``directory`` has it."""
+    if args.workload == "repeated":
+        runs = max(1, round(spans / per_run))
+        shared = "-shared" if args.shared_records else ""
+        path = os.path.join(directory, f"analyze-repeated-{runs}{shared}.jsonl")
+        if not os.path.exists(path):
+            generate_repeated(path, runs, shared_records=args.shared_records)
+        return path
+    name = f"analyze-scale-{spans}-{args.failed:g}{'' if args.evidence else '-no-evidence'}.jsonl"
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        generate(path, spans, failed=args.failed, evidence=args.evidence)
+    return path
 
 
 def main() -> None:
@@ -283,26 +365,38 @@ def main() -> None:
     parser.add_argument("--failed", type=float, default=0.01, help="failed evaluations per span")
     parser.add_argument("--no-evidence", dest="evidence", action="store_false",
                         help="evaluations name no evidence ids (the engine ranks messages)")
+    parser.add_argument("--workload", choices=("users", "repeated"), default="users",
+                        help="many users (default), or the example run again and again (names reused)")
+    parser.add_argument("--shared-records", action="store_true",
+                        help="repeated: memory records named alike in every run too (one unit rewritten)")
     parser.add_argument("--dir", help="keep (and reuse) the generated span files here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    per_run = _spans_per_run() if args.workload == "repeated" else 0
+    show = _print_repeated if args.workload == "repeated" else _print_row
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.dir or scratch
         os.makedirs(directory, exist_ok=True)
         rows = []
         for spans in args.spans:
-            name = f"analyze-scale-{spans}-{args.failed:g}{'' if args.evidence else '-no-evidence'}.jsonl"
-            path = os.path.join(directory, name)
-            if not os.path.exists(path):
-                generate(path, spans, failed=args.failed, evidence=args.evidence)
-            rows.append(measure(path))
+            rows.append(measure(_file(directory, spans, args, per_run)))
             if not args.json:
-                _print_row(rows[-1], first=len(rows) == 1)
+                show(rows[-1], first=len(rows) == 1)
     if args.json:
         print(json.dumps(rows, indent=2))
 
 
-def _print_row(row: dict[str, float], *, first: bool) -> None:
+def _print_repeated(row: dict[str, Any], *, first: bool) -> None:
+    if first:
+        print("CPU seconds of a fresh process, one core; analyze = build_graph + attribute_failures")
+        print(f"{'spans':>8} {'failures':>8} {'chain':>6} {'read':>7} {'build':>7} {'attribute':>9} "
+              f"{'analyze':>8} {'spans/s':>9} {'MiB':>6}  verdicts")
+    print(f"{row['spans']:>8} {row['failures']:>8} {row['longest_chain']:>6} {row['read_seconds']:>7.2f} "
+          f"{row['build_seconds']:>7.2f} {row['attribute_seconds']:>9.2f} {row['analyze_seconds']:>8.2f} "
+          f"{row['spans_per_second']:>9,.0f} {row['peak_rss_mib']:>6.0f}  {row['types']}", flush=True)
+
+
+def _print_row(row: dict[str, Any], *, first: bool) -> None:
     if first:
         print("CPU seconds of a fresh process, one core; analyze = build_graph + attribute_failures")
         print(f"{'spans':>8} {'failures':>8} {'read':>7} {'build':>7} {'attribute':>9} {'analyze':>8} "
