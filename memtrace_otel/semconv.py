@@ -395,7 +395,7 @@ def all_keys() -> list[str]:
     """
     keys: list[str] = []
     for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench,
-                      SmartComment, MemTraceTarget):
+                      SmartComment, LoongsuiteMem0, MemTraceTarget):
         keys.extend(
             value
             for name, value in vars(namespace).items()
@@ -607,3 +607,31 @@ class MemTraceMetricAttribute:
 
 
 __all__ += ["MemTraceMetric", "MemTraceMetricAttribute", "MemTraceTarget"]
+
+
+# -- Memory spans of other instrumentations -----------------------------------------------------
+# Appended for issue 26 (item 2): keys read (never written) from the spans of other mem0
+# instrumentations, so their memory operations enter the graph by record id (graph/foreign.py).
+
+
+class LoongsuiteMem0:
+    """Keys of loongsuite-instrumentation-mem0 (0.9.0) spans, read by :mod:`memtrace_otel.graph.foreign`.
+
+    Not GenAI conventions: loongsuite's own ``gen_ai.memory.*`` keys for mem0.
+    """
+
+    OPERATION = "gen_ai.memory.operation"
+    """The mem0 method (``add``, ``update``, ``search`` ...); ``gen_ai.operation.name`` is
+    :data:`LOONGSUITE_MEMORY_OPERATION` on all of them."""
+    RECORD_ID = "gen_ai.memory.id"
+    """The record an ``update``, ``delete`` or ``get`` acts on."""
+    INPUT_MESSAGES = "gen_ai.memory.input.messages"
+    """The call's main input (an update's new text), with loongsuite's content capture."""
+    OUTPUT_MESSAGES = "gen_ai.memory.output.messages"
+    """``str()`` of mem0's result (records with ids, texts, events), with loongsuite's content capture."""
+
+
+LOONGSUITE_MEMORY_OPERATION = "memory_operation"
+"""``gen_ai.operation.name`` of every loongsuite-instrumentation-mem0 memory span."""
+
+__all__ += ["LOONGSUITE_MEMORY_OPERATION", "LoongsuiteMem0"]

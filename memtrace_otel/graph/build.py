@@ -42,6 +42,7 @@ import networkx as nx
 
 from memtrace_otel.graph.attributes import a_type, number, parse_id, report, strings, text, verdict
 from memtrace_otel.graph.cycles import break_cycles
+from memtrace_otel.graph.foreign import covered, is_foreign, lineage_spans, search_contexts
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.verdicts import evaluator_node, evaluator_node_id, resolve_targets
@@ -82,6 +83,7 @@ _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 # GraphML export wants plain types in node data.
 _CATEGORIES = {str(category.value): str(category.value) for category in Category}
 _OTHER = str(Category.OTHER.value)
+_GENERATION = str(Category.GENERATION.value)
 _KINDS = {str(kind.value): str(kind.value) for kind in VariableKind}
 _OTHER_KIND = str(VariableKind.OTHER.value)
 _SIGNALS = frozenset(str(signal.value) for signal in EvaluationSignal)
@@ -234,6 +236,7 @@ class _Builder:
         self.links: list[tuple[str, SpanLink]] = []  # (operation node, link to a producer)
         self.malformed: dict[str, list[MalformedId]] = {}  # of the span being added, by key
         self.genai = GenAICalls()  # the other spans: model calls inside memory operations become steps
+        self.foreign: list[SpanRecord] = []  # memory spans of other instrumentations (graph/foreign.py)
 
     def variable(self, variable_id: str) -> dict[str, Any]:
         """The node data of a variable id; :class:`MalformedId` when the id is not well formed."""
@@ -293,6 +296,9 @@ class _Builder:
 
     def add_span(self, span: SpanRecord) -> None:
         a, problems = span.attributes, self.problems
+        if _CATEGORY not in a and is_foreign(a):
+            self.foreign.append(span)  # read by its record ids once every span is in (add_foreign)
+            return
         category = _category(span, problems)
         if category is None:
             self.genai.add(span)
@@ -447,7 +453,25 @@ class _Builder:
             self.nodes[node]["missing_links"] = sorted(traces)
         return set().union(*missing.values())
 
+    def add_foreign(self) -> None:
+        """Memory spans of other instrumentations, with the lineage their record ids allow
+        (:mod:`memtrace_otel.graph.foreign`); those wrapping one of our own operations are the same
+        call and are left out."""
+        ops = [d for d in self.nodes.values() if d["type"] == OPERATION]
+        own = {(d["trace_id"], d["span_id"]) for d in ops}
+        own_parents = {(d["trace_id"], d["parent_span_id"]) for d in ops if d.get("parent_span_id")}
+        spans, contexts = lineage_spans([s for s in self.foreign if not covered(s, own, own_parents)],
+                                        self.problems)
+        for span in spans:
+            self.add_span(span)
+        generations = [(n, d["trace_id"], d["start"] or 0) for n, d in self.nodes.items()
+                       if d["type"] == OPERATION and d["category"] == _GENERATION]
+        for variable_id, node in search_contexts(contexts, generations):
+            self.succ[variable_id][node] = self.pred[node][variable_id] = {"role": "input"}
+
     def finish(self) -> nx.DiGraph:
+        if self.foreign:
+            self.add_foreign()
         missing = self._missing_links()
         if self.evaluator_failures:
             self.add_evaluator_failures()

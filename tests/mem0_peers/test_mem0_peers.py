@@ -133,3 +133,36 @@ def test_uninstrument_takes_off_only_our_layer(llm_server: Any, tmp_path: Path, 
         ours.uninstrument()
         theirs.uninstrument()
     assert _layers("add") == []
+
+
+CAPTURE = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+           "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+"""loongsuite's content capture (its records are in gen_ai.memory.output.messages only with it)."""
+
+
+def test_analyze_reads_their_spans_by_record_id(llm_server: Any, tmp_path: Path) -> None:
+    """Spans of loongsuite alone (ours switched off) become lineage through their record ids: the
+    search read the version of the record the update wrote, which the add created."""
+    from memtrace_otel.graph import build_graph
+
+    report, spans = _run_app(llm_server, tmp_path, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="memtrace_mem0",
+                             **CAPTURE)
+    assert not _ours(spans) and len(_theirs(spans)) == 4
+    G = build_graph(spans)
+    record = f"record:{report['record']}"
+    ops = {G.nodes[n]["name"]: n for n, d in G.nodes(data=True) if d["type"] == "operation"}
+    assert list(G.successors(ops["memory_operation update"])) == [f"{record}@2"]
+    assert f"{record}@2" in G.predecessors(ops["memory_operation search"])
+    assert G.nodes[f"{record}@1"]["content"] == "Moved to Lisbon"
+    writers = {G.nodes[w]["name"] for w in G.predecessors(f"{record}@1")}
+    assert writers == {"memory_operation add"}
+
+
+def test_with_both_the_calls_are_read_once_from_ours(llm_server: Any, tmp_path: Path) -> None:
+    from memtrace_otel.graph import build_graph
+
+    _, spans = _run_app(llm_server, tmp_path, **CAPTURE)
+    G = build_graph(spans)
+    assert not any(str(node).startswith("record:") for node in G)
+    names = [d["name"] for _, d in G.nodes(data=True) if d["type"] == "operation"]
+    assert not any(name.startswith("memory_operation") for name in names) and "mem0.search" in names
