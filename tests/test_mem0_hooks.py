@@ -18,7 +18,7 @@ from memtrace_otel import MemoryTracer
 from memtrace_otel.instrument.mem0 import Mem0Instrumentor
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.scope import stored_variable
-from memtrace_otel.instrument.mem0.v1 import llm_steps
+from memtrace_otel.instrument.mem0.v1 import llm_call_specs
 
 
 class BaseStore:
@@ -52,7 +52,7 @@ class FakeMemory:
 
 def test_hooks_restore_own_and_inherited_methods_exactly(tracer_provider: TracerProvider) -> None:
     own = {name: LocalStore.__dict__[name] for name in ("search",)}
-    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_steps())
+    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_call_specs())
     hooks.ensure(FakeMemory())
     assert {"insert", "get", "search"} <= set(LocalStore.__dict__)
     hooks.ensure(FakeMemory())  # once per class
@@ -65,7 +65,7 @@ def test_hooks_restore_own_and_inherited_methods_exactly(tracer_provider: Tracer
 
 def test_hooks_pass_through_outside_a_traced_call(tracer_provider: TracerProvider,
                                                   span_exporter: InMemorySpanExporter) -> None:
-    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_steps())
+    hooks = StoreHooks(MemoryTracer(tracer_provider), llm_call_specs())
     memory = FakeMemory()
     hooks.ensure(memory)
     try:

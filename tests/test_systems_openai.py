@@ -14,7 +14,7 @@ pytest.importorskip("openai")
 from memtrace_bench.locomo import QA, Session, Turn
 from memtrace_bench.systems import SYSTEMS, Mem0StyleSystem, TracedRun
 from memtrace_bench.systems.interfaces import ContextItem, MemoryEvent, Sentence, SimilarMemory
-from memtrace_bench.systems.openai_steps import (
+from memtrace_bench.systems.openai_llm import (
     OpenAIAnswerer,
     OpenAIDecider,
     OpenAIExtractor,
@@ -64,7 +64,7 @@ def _client(server: ScriptedOpenAIServer, **options: Any) -> LLMClient:
     return LLMClient(base_url=server.base_url, model="local", api_key="k", retry_delay=0, **options)
 
 
-def test_openai_steps_answer_judge_extract_with_usage(server: ScriptedOpenAIServer) -> None:
+def test_openai_components_answer_judge_extract_with_usage(server: ScriptedOpenAIServer) -> None:
     client = _client(server)
     context = [ContextItem("u1", [Sentence("D1:1", "Ann", "8 May 2023", "I adopted a dog named Rex.")])]
     answer = OpenAIAnswerer(client=client).answer("What is Ann's dog called?", context)

@@ -109,7 +109,7 @@ def components(config: BuildConfig) -> Components:
     Constructing them calls no model; a missing endpoint shows at the first call.
     """
     if config.llm:
-        from memtrace_bench.systems.openai_steps import llm_components
+        from memtrace_bench.systems.openai_llm import llm_components
 
         return llm_components(embedder=config.embedder)
     return offline_components(embedder=config.embedder)

@@ -1,9 +1,9 @@
-"""The pluggable LLM steps of the reference systems, and the values they exchange.
+"""The pluggable LLM components of the reference systems, and the values they exchange.
 
-Each step (answering, judging, fact extraction, the Mem0-style update
+Each component (answering, judging, fact extraction, the Mem0-style update
 decision, embedding) has a deterministic offline implementation
 (:mod:`memtrace_bench.systems.offline`); all but embedding also have an
-OpenAI-compatible one (:mod:`memtrace_bench.systems.openai_steps`). A
+OpenAI-compatible one (:mod:`memtrace_bench.systems.openai_llm`). A
 system only sees these protocols, so either can be plugged in.
 """
 
@@ -62,10 +62,11 @@ class ContextItem:
 
 
 class ModelSpend(Protocol):
-    """What a step's result says of the model it called: ``model`` is ``None`` for an offline step.
+    """What a component's result says of the model it called: ``model`` is ``None`` offline.
 
-    Every step result (:class:`AnswerResult`, :class:`Verdict`, :class:`Extraction`,
-    :class:`Decision`) has these fields; the systems put them on the step's span.
+    Every component result (:class:`AnswerResult`, :class:`Verdict`, :class:`Extraction`,
+    :class:`Decision`) has these fields; the systems put them on the span of the operation that used
+    it.
     """
 
     # Read-only members, so frozen dataclasses (Verdict, Extraction, Decision) match too.
@@ -182,7 +183,7 @@ class Embedder(Protocol):
 
 @dataclass(slots=True)
 class Components:
-    """The LLM steps one system run uses."""
+    """The LLM components one system run uses."""
 
     answerer: Answerer
     judge: Judge

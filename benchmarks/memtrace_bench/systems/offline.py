@@ -1,9 +1,9 @@
-"""Deterministic offline stand-ins for the LLM steps: a reader, a judge, an extractor, an update
+"""Deterministic offline stand-ins for the LLM components: a reader, a judge, an extractor, an update
 decider, embedders.
 
 They are features, not mocks: they let the reference systems run anywhere,
 reproducibly, fast enough to build a benchmark in minutes, and they fail the
-way real steps fail (a lexical reader picks the wrong sentence, a rule
+way real components fail (a lexical reader picks the wrong sentence, a rule
 extractor drops facts phrased as questions).
 """
 
@@ -200,7 +200,7 @@ def default_embedder(prefer: str = "auto") -> WordLlamaEmbedder | LexicalEmbedde
 
 
 def offline_components(*, embedder: str = "auto", threshold: float = DEFAULT_F1_THRESHOLD) -> Components:
-    """The deterministic offline steps."""
+    """The deterministic offline components."""
     chosen = default_embedder(embedder)
     return Components(ExtractiveAnswerer(), F1Judge(threshold), RuleExtractor(), chosen, RuleDecider(),
                       {"answerer": "extractive", "judge": f"token-f1>={threshold}",

@@ -22,8 +22,15 @@ from typing import Any
 import wrapt
 
 from memtrace_otel.instrument.genai import RetrievedRecord
-from memtrace_otel.instrument.mem0.lifecycle import Binder, Call, Step, unwrap_own, warn_once, wrapper_for
-from memtrace_otel.instrument.mem0.pipeline import BatchCreateStep, ExistingSearchStep, write_records
+from memtrace_otel.instrument.mem0.lifecycle import (
+    Binder,
+    Call,
+    MethodSpec,
+    unwrap_own,
+    warn_once,
+    wrapper_for,
+)
+from memtrace_otel.instrument.mem0.pipeline import BatchCreateSpec, ExistingSearchSpec, write_records
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, record_name, stored_variable
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, VariableKind
@@ -38,9 +45,9 @@ Wrapper = Callable[[Callable[..., Any], Any, Args, Kw], Any]
 class StoreHooks:
     """Installs, and removes, the hooks on the vector store and LLM classes mem0 uses."""
 
-    def __init__(self, tracer: MemoryTracer, llm_steps: tuple[Step, ...]) -> None:
+    def __init__(self, tracer: MemoryTracer, llm_specs: tuple[MethodSpec, ...]) -> None:
         self._tracer = tracer
-        self._llm_steps = llm_steps
+        self._llm_specs = llm_specs
         self._lock = threading.Lock()
         self._hooked: frozenset[type] = frozenset()
         self._installed: list[tuple[type, str, object, Wrapper]] = []
@@ -81,10 +88,10 @@ class StoreHooks:
 
     def _wrapper(self, name: str, function: Callable[..., Any]) -> Wrapper:
         if name == "generate_response":
-            return _llm_wrapper(self._tracer, self._llm_steps, function)
+            return _llm_wrapper(self._tracer, self._llm_specs, function)
         if name == "search":
-            step = ExistingSearchStep("mem0.add.search", Category.RETRIEVAL)
-            return wrapper_for(self._tracer, step, function)
+            spec = ExistingSearchSpec("mem0.add.search", Category.RETRIEVAL)
+            return wrapper_for(self._tracer, spec, function)
         if name == "insert":
             return _insert_wrapper(self._tracer, function)
         return _CHANGE_HOOKS[name](Binder.of(function))
@@ -97,17 +104,18 @@ def _own_store(instance: Any) -> Scope | None:
     return scope
 
 
-def _llm_wrapper(tracer: MemoryTracer, steps: tuple[Step, ...], function: Callable[..., Any]) -> Wrapper:
-    """Each LLM call inside ``add`` is the step its position says (extraction, decisions ...)."""
+def _llm_wrapper(tracer: MemoryTracer, specs: tuple[MethodSpec, ...],
+                 function: Callable[..., Any]) -> Wrapper:
+    """Each LLM call inside ``add`` is the stage its position says (extraction, decisions ...)."""
     bind = Binder.of(function)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
         scope = current_scope()
-        if scope is None or scope.role is not Role.ADD or not steps:
+        if scope is None or scope.role is not Role.ADD or not specs:
             return wrapped(*args, **kwargs)
         index, scope.llm_calls = scope.llm_calls, scope.llm_calls + 1
-        step = steps[min(index, len(steps) - 1)]
-        call = Call.start(tracer, step, instance, bind(args, kwargs))
+        spec = specs[min(index, len(specs) - 1)]
+        call = Call.start(tracer, spec, instance, bind(args, kwargs))
         if call is None:
             return wrapped(*args, **kwargs)
         return call.run(wrapped, args, kwargs)
@@ -118,7 +126,7 @@ def _llm_wrapper(tracer: MemoryTracer, steps: tuple[Step, ...], function: Callab
 def _insert_wrapper(tracer: MemoryTracer, function: Callable[..., Any]) -> Wrapper:
     """Inserts write new memory-unit versions: in ``_create_memory``'s operation, or a batch of ``add``."""
     bind = Binder.of(function)
-    batch = wrapper_for(tracer, BatchCreateStep("mem0.create", Category.EXTRACTION), function)
+    batch = wrapper_for(tracer, BatchCreateSpec("mem0.create", Category.EXTRACTION), function)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
         scope = _own_store(instance)

@@ -21,8 +21,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
+from memtrace_otel.instrument.mem0.methods import method_specs
 from memtrace_otel.instrument.mem0.package import _instruments
-from memtrace_otel.instrument.mem0.steps import public_steps
 from memtrace_otel.instrument.tracer import MemoryTracer
 
 __all__ = ["Mem0Instrumentor", "mem0_generation"]
@@ -64,17 +64,17 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
         tracer = kwargs.get("memory_tracer") or MemoryTracer(kwargs.get("tracer_provider"))
         version = _patches(mem0_generation())
         self.memory_tracer = tracer
-        self._hooks = StoreHooks(tracer, version.llm_steps())
+        self._hooks = StoreHooks(tracer, version.llm_call_specs())
         self._wrapped: list[tuple[Any, str, Any]] = []
         module = importlib.import_module(_MODULE)
-        steps = public_steps()
-        for step in steps.values():
-            step.hooks = self._hooks
+        specs = method_specs()
+        for spec in specs.values():
+            spec.hooks = self._hooks
         for class_name in _CLASSES:
             cls = getattr(module, class_name)
             for method in version.METHODS:
                 if method in cls.__dict__:
-                    wrapper = wrapper_for(tracer, steps[method], cls.__dict__[method])
+                    wrapper = wrapper_for(tracer, specs[method], cls.__dict__[method])
                     wrapt.wrap_function_wrapper(cls, method, wrapper)
                     self._wrapped.append((cls, method, wrapper))
         if version.PROPAGATE_CONTEXT:

@@ -1,6 +1,6 @@
 """One traced mem0 call from start to finish, shared by sync and async wrappers.
 
-A :class:`Step` says what a wrapped method means (operation name, category,
+A :class:`MethodSpec` says what a wrapped method means (operation name, category,
 GenAI operation, what to read and write before and after); :class:`Call` is the
 small lifecycle object that runs it: ``start`` opens the operation and its
 :class:`~.scope.Scope`, ``stop`` records the result, ``fail`` marks the span
@@ -27,7 +27,7 @@ from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, rese
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
-__all__ = ["Binder", "Call", "Step", "propagate_context", "server_of", "unwrap_own", "wrapper_for"]
+__all__ = ["Binder", "Call", "MethodSpec", "propagate_context", "server_of", "unwrap_own", "wrapper_for"]
 
 _logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -46,8 +46,11 @@ def warn_once(what: str, exc: BaseException) -> None:
                         what, type(exc).__name__, exc)
 
 
-class Step:
+class MethodSpec:
     """What a wrapped mem0 method means. Subclasses override ``begin`` / ``end``.
+
+    (Not a step: an operation's internal steps are ``Operation.step`` events and the model calls
+    inside it, see docs/architecture.md, "Steps".)
 
     ``applies`` decides per call whether the method gets an operation of its own
     (an internal method called by a traced public one that already has it does not).
@@ -176,43 +179,44 @@ class Binder:
 class Call:
     """One traced call: ``start`` -> ``stop`` / ``fail``; finishing twice does nothing."""
 
-    __slots__ = ("_arguments", "_finished", "_step", "_token", "scope")
+    __slots__ = ("_arguments", "_finished", "_spec", "_token", "scope")
 
-    def __init__(self, step: Step, scope: Scope, arguments: Arguments) -> None:
-        self._step, self.scope, self._arguments = step, scope, arguments
+    def __init__(self, spec: MethodSpec, scope: Scope, arguments: Arguments) -> None:
+        self._spec, self.scope, self._arguments = spec, scope, arguments
         self._finished = False
         self._token: contextvars.Token[Scope | None] | None = None
 
     @classmethod
-    def start(cls, tracer: MemoryTracer, step: Step, instance: Any, arguments: Arguments) -> Call | None:
+    def start(cls, tracer: MemoryTracer, spec: MethodSpec, instance: Any,
+              arguments: Arguments) -> Call | None:
         """Open the operation and make its scope current; ``None`` when the call is not traced
         (instrumentation suppressed in this context, as for every contrib instrumentor)."""
         if not is_instrumentation_enabled():
             return None
         try:
             parent = current_scope()
-            if not step.applies(instance, arguments, parent):
+            if not spec.applies(instance, arguments, parent):
                 return None
-            scope = step.open(tracer, instance, arguments, parent)
+            scope = spec.open(tracer, instance, arguments, parent)
         except Exception as exc:  # never on the application's path
-            warn_once(f"{step.name} start", exc)
+            warn_once(f"{spec.name} start", exc)
             return None
-        call = cls(step, scope, arguments)
+        call = cls(spec, scope, arguments)
         scope.op.__enter__()
         call._token = set_scope(scope)
         try:
-            step.begin(scope, arguments, parent)
+            spec.begin(scope, arguments, parent)
         except Exception as exc:
-            warn_once(f"{step.name} begin", exc)
+            warn_once(f"{spec.name} begin", exc)
         return call
 
     def stop(self, result: Any) -> None:
         if self._finished:
             return
         try:
-            self._step.end(self.scope, self._arguments, result)
+            self._spec.end(self.scope, self._arguments, result)
         except Exception as exc:
-            warn_once(f"{self._step.name} end", exc)
+            warn_once(f"{self._spec.name} end", exc)
         self._finish(None)
 
     def run(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -241,14 +245,14 @@ class Call:
             self.scope.op.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
 
 
-def wrapper_for(tracer: MemoryTracer, step: Step, function: Callable[..., Any]) -> Wrapper:
-    """The ``wrapt`` wrapper running ``step`` around ``function`` (sync or async alike)."""
+def wrapper_for(tracer: MemoryTracer, spec: MethodSpec, function: Callable[..., Any]) -> Wrapper:
+    """The ``wrapt`` wrapper running ``spec`` around ``function`` (sync or async alike)."""
     bind = Binder.of(function)
     if inspect.iscoroutinefunction(function):
 
         async def async_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                                 kwargs: dict[str, Any]) -> Any:
-            call = Call.start(tracer, step, instance, bind(args, kwargs))
+            call = Call.start(tracer, spec, instance, bind(args, kwargs))
             if call is None:
                 return await wrapped(*args, **kwargs)
             try:
@@ -263,7 +267,7 @@ def wrapper_for(tracer: MemoryTracer, step: Step, function: Callable[..., Any]) 
 
     def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
-        call = Call.start(tracer, step, instance, bind(args, kwargs))
+        call = Call.start(tracer, spec, instance, bind(args, kwargs))
         if call is None:
             return wrapped(*args, **kwargs)
         return call.run(wrapped, args, kwargs)

@@ -1,10 +1,10 @@
-"""The steps inside ``add``: the search of existing memories, the LLM calls, the batch insert.
+"""The stages inside ``add``: the search of existing memories, the LLM calls, the batch insert.
 
 They run as children of the ``add`` operation, found through its :class:`~.scope.Scope`
 when mem0 calls its vector store or its LLM. Which LLM call is which is the
 generation's business (``v1.py``: extraction then decisions; ``v2.py``: one
 extraction); each call's response is parsed as mem0 parses it, into the variable
-the next step reads (``prompt -> response -> facts``, ``-> decisions``).
+the next stage reads (``prompt -> response -> facts``, ``-> decisions``).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memtrace_otel.instrument.genai import RetrievedRecord
-from memtrace_otel.instrument.mem0.lifecycle import Arguments, Step
+from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
 from memtrace_otel.instrument.mem0.scope import Role, Scope, record_name, stored_variable
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 
-__all__ = ["BatchCreateStep", "ExistingSearchStep", "LlmStep", "lines_of", "parse_json_object",
+__all__ = ["BatchCreateSpec", "ExistingSearchSpec", "LlmCallSpec", "lines_of", "parse_json_object",
            "write_records"]
 
 Parser = Callable[[Any], list[str]]
-"""From the LLM's response to the lines the next step reads (facts, decisions)."""
+"""From the LLM's response to the lines the next stage reads (facts, decisions)."""
 
 
 def parse_json_object(response: Any) -> Mapping[str, Any]:
@@ -46,8 +46,8 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-class _ChildStep(Step):
-    """A step of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory."""
+class _StageSpec(MethodSpec):
+    """A stage of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory."""
 
     def applies(self, instance: Any, arguments: Arguments, parent: Scope | None) -> bool:
         return parent is not None and parent.role is Role.ADD and instance is self.target(parent)
@@ -64,7 +64,7 @@ class _ChildStep(Step):
         return scope
 
 
-class ExistingSearchStep(_ChildStep):
+class ExistingSearchSpec(_StageSpec):
     """``add`` searching the memories its new facts may change (1.x: per fact; 2.x: once)."""
 
     def record_id(self, arguments: Arguments) -> None:
@@ -92,8 +92,8 @@ class ExistingSearchStep(_ChildStep):
         scope.op.record_retrieval(found, top_k=top_k if isinstance(top_k, int) else None)
 
 
-class LlmStep(_ChildStep):
-    """One LLM call of ``add``: prompt -> response -> parsed lines, the next step's input."""
+class LlmCallSpec(_StageSpec):
+    """One LLM call of ``add``: prompt -> response -> parsed lines, the next stage's input."""
 
     def __init__(self, name: str, category: Category, output: str, parse: Parser, *,
                  reads_retrieved: bool) -> None:
@@ -132,7 +132,7 @@ class LlmStep(_ChildStep):
         scope.parent.sources = [parsed]
 
 
-class BatchCreateStep(_ChildStep):
+class BatchCreateSpec(_StageSpec):
     """2.x ``add`` inserting its new memories in one batch (no ``_create_memory`` call)."""
 
     role = Role.CREATE

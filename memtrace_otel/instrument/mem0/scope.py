@@ -60,9 +60,9 @@ class Scope:
     registry: VariableRegistry | None = None
     """The tracer's version registry (records read from the store are registered in it)."""
     parent: Scope | None = None
-    """The traced call this one runs inside (``add`` for its pipeline's steps)."""
+    """The traced call this one runs inside (``add`` for its pipeline's stages)."""
     context: str | None = None
-    """A search's context variable (``steps.context_name`` of its query and scope)."""
+    """A search's context variable (``methods.context_name`` of its query and scope)."""
 
 
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("memtrace_mem0_scope", default=None)
@@ -104,7 +104,7 @@ def message_name(message: Mapping[str, Any], app_id: str | None = None) -> str:
     else a hash of role and text.
 
     ``msg:`` makes it a message for evidence matching (``docs/conventions.md``); an app id (from
-    ``add``'s metadata, ``steps.MESSAGE_IDS_KEY``) lets evaluation evidence name the same message.
+    ``add``'s metadata, ``methods.MESSAGE_IDS_KEY``) lets evaluation evidence name the same message.
 
     >>> message_name({"role": "user", "content": "I live in Lisbon"})
     'msg:mem0-983e6025bd77c5ed'

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_otel.instrument.mem0.lifecycle import Step
-from memtrace_otel.instrument.mem0.pipeline import LlmStep, lines_of, parse_json_object
+from memtrace_otel.instrument.mem0.lifecycle import MethodSpec
+from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, lines_of, parse_json_object
 from memtrace_otel.semconv import Category
 
-__all__ = ["METHODS", "PROPAGATE_CONTEXT", "llm_steps", "parse_decisions", "parse_facts"]
+__all__ = ["METHODS", "PROPAGATE_CONTEXT", "llm_call_specs", "parse_decisions", "parse_facts"]
 
 METHODS = ("add", "search", "get", "get_all", "history", "update", "delete", "delete_all",
            "_create_memory", "_update_memory", "_delete_memory")
@@ -46,8 +46,10 @@ def parse_decisions(response: Any) -> list[str]:
     return lines
 
 
-def llm_steps() -> tuple[Step, ...]:
+def llm_call_specs() -> tuple[MethodSpec, ...]:
     return (
-        LlmStep("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_facts, reads_retrieved=False),
-        LlmStep("mem0.add.decide", Category.UPDATE, "mem0.decisions", parse_decisions, reads_retrieved=True),
+        LlmCallSpec("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_facts,
+                    reads_retrieved=False),
+        LlmCallSpec("mem0.add.decide", Category.UPDATE, "mem0.decisions", parse_decisions,
+                    reads_retrieved=True),
     )

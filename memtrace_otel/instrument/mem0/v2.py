@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_otel.instrument.mem0.lifecycle import Step
-from memtrace_otel.instrument.mem0.pipeline import LlmStep, lines_of, parse_json_object
+from memtrace_otel.instrument.mem0.lifecycle import MethodSpec
+from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, lines_of, parse_json_object
 from memtrace_otel.semconv import Category
 
-__all__ = ["METHODS", "PROPAGATE_CONTEXT", "llm_steps", "parse_memories"]
+__all__ = ["METHODS", "PROPAGATE_CONTEXT", "llm_call_specs", "parse_memories"]
 
 METHODS = ("add", "search", "get", "get_all", "history", "update", "delete", "delete_all",
            "_create_memory", "_update_memory", "_delete_memory")
@@ -32,6 +32,6 @@ def parse_memories(response: Any) -> list[str]:
     return lines_of(parse_json_object(response).get("memory"))
 
 
-def llm_steps() -> tuple[Step, ...]:
-    return (LlmStep("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_memories,
+def llm_call_specs() -> tuple[MethodSpec, ...]:
+    return (LlmCallSpec("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_memories,
                     reads_retrieved=True),)

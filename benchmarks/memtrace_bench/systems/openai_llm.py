@@ -1,6 +1,6 @@
-"""OpenAI-compatible implementations of the LLM steps, through the one client of the package.
+"""OpenAI-compatible LLM components (answerer, judge, extractor, decider), through the one client.
 
-:class:`~memtrace_otel.llm_client.LLMClient` gives every step the same
+:class:`~memtrace_otel.llm_client.LLMClient` gives every component the same
 configuration (``MEMTRACE_OPENAI_BASE_URL`` / ``MEMTRACE_OPENAI_MODEL`` /
 ``MEMTRACE_OPENAI_API_KEY``, falling back to the ``OPENAI_*`` variables),
 timeouts, retries with backoff, JSON-output parsing (a malformed reply is
@@ -9,9 +9,9 @@ instrumentation suppressed around its calls. Every result names the model and
 provider and reports the token usage, which the systems put on their spans
 (``op.record_llm_call``). Embedding stays offline (wordllama).
 
-When the endpoint cannot be reached, a step raises
+When the endpoint cannot be reached, a component raises
 :class:`~memtrace_otel.llm_client.LLMError` (one line). When every attempt got
-a reply but none in the asked shape, the step degrades as its docstring says
+a reply but none in the asked shape, the component degrades as its docstring says
 (a failed verdict, no facts, an ADD) and logs one warning.
 """
 
@@ -56,13 +56,13 @@ T = TypeVar("T")
 
 
 class OpenAIStep:
-    """One LLM step over a shared :class:`LLMClient` (built from ``options`` when not given).
+    """One LLM component over a shared :class:`LLMClient` (built from ``options`` when not given).
 
-    Thread safety: as the client's (steps keep no state of their own).
+    Thread safety: as the client's (components keep no state of their own).
     """
 
     provider: ClassVar[str] = "openai"
-    """``gen_ai.provider.name`` of the step's calls (the GenAI registry's value for OpenAI)."""
+    """``gen_ai.provider.name`` of the component's calls (the GenAI registry's value for OpenAI)."""
 
     def __init__(self, *, client: LLMClient | None = None, **options: Any) -> None:
         self.client = client if client is not None else LLMClient(**options)
@@ -241,16 +241,16 @@ def openai_components(*, client: LLMClient | None = None, embedder: str = "auto"
     """
     client = client if client is not None else LLMClient(**options)
     chosen = default_embedder(embedder)
-    steps = (OpenAIAnswerer(client=client), OpenAIJudge(client=client), OpenAIExtractor(client=client),
+    made = (OpenAIAnswerer(client=client), OpenAIJudge(client=client), OpenAIExtractor(client=client),
              OpenAIDecider(client=client))
     name = f"openai:{client.model}"
-    return Components(steps[0], steps[1], steps[2], chosen, steps[3],
+    return Components(made[0], made[1], made[2], chosen, made[3],
                       {"answerer": name, "judge": name, "extractor": name, "decider": name,
                        "embedder": chosen.name})
 
 
 class Remembered:
-    """The LLM steps of a :class:`Components`, each call remembered by its arguments.
+    """The LLM components of a :class:`Components`, each call remembered by its arguments.
 
     Fault and repair runs re-ingest and re-ask what the clean run did: with the
     remembered replies they see the very same model outputs (a sampled model
@@ -260,7 +260,7 @@ class Remembered:
     """
 
     def __init__(self, components: Components) -> None:
-        self._steps = components
+        self._components = components
         self._memo: dict[tuple[Any, ...], Any] = {}
         self.calls = 0
         self.reused = 0
@@ -275,21 +275,22 @@ class Remembered:
 
     def answer(self, question: str, context: Sequence[ContextItem]) -> AnswerResult:
         key = ("answer", question, tuple((item.unit, tuple(item.sentences)) for item in context))
-        return self._call(key, lambda: self._steps.answerer.answer(question, context))
+        return self._call(key, lambda: self._components.answerer.answer(question, context))
 
     def judge(self, question: str, prediction: str, gold: str) -> Verdict:
         return self._call(("judge", question, prediction, gold),
-                          lambda: self._steps.judge.judge(question, prediction, gold))
+                          lambda: self._components.judge.judge(question, prediction, gold))
 
     def extract(self, turn: Turn) -> Extraction:
-        return self._call(("extract", turn), lambda: self._steps.extractor.extract(turn))
+        return self._call(("extract", turn), lambda: self._components.extractor.extract(turn))
 
     def decide(self, fact: Sentence, similar: Sequence[SimilarMemory]) -> Decision:
-        return self._call(("decide", fact, tuple(similar)), lambda: self._steps.decider.decide(fact, similar))
+        return self._call(("decide", fact, tuple(similar)),
+                          lambda: self._components.decider.decide(fact, similar))
 
 
 def llm_components(*, embedder: str = "auto", **options: Any) -> Components:
-    """:func:`openai_components` for a benchmark build (``memtrace bench build --llm``): every LLM step
+    """:func:`openai_components` for a benchmark build (``memtrace bench build --llm``): every LLM component
     through the configured endpoint, each call :class:`Remembered` for the fault and repair runs.
 
     The answers are copied (an :class:`AnswerResult` is mutable) so a caller cannot change a memo.

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memtrace_otel.instrument.genai import RetrievedRecord
-from memtrace_otel.instrument.mem0.lifecycle import Arguments, Step
+from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
 from memtrace_otel.instrument.mem0.scope import (
     Role,
     Scope,
@@ -31,12 +31,12 @@ from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 
 __all__ = [
     "MESSAGE_IDS_KEY",
-    "AddStep",
-    "ChangeStep",
-    "CreateStep",
-    "DeleteAllStep",
-    "ReadStep",
-    "SearchStep",
+    "AddSpec",
+    "ChangeSpec",
+    "CreateSpec",
+    "DeleteAllSpec",
+    "ReadSpec",
+    "SearchSpec",
     "app_message_ids",
     "context_name",
     "read_result",
@@ -77,8 +77,8 @@ def read_all(op: Operation, variables: Iterable[Variable]) -> None:
         op.read(variable)
 
 
-class AddStep(Step):
-    """``add``: the messages become message variables; the pipeline's steps are its children."""
+class AddSpec(MethodSpec):
+    """``add``: the messages become message variables; the pipeline's stages are its children."""
 
     role = Role.ADD
 
@@ -124,7 +124,7 @@ def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
     return records
 
 
-class SearchStep(Step):
+class SearchSpec(MethodSpec):
     """``search``: the query in, the records out, each linked to the span that wrote it."""
 
     gen_ai = GenAIOperation.SEARCH_MEMORY
@@ -218,7 +218,7 @@ MESSAGE_IDS_KEY = "memtrace_message_ids"
 the message variables' names (``msg:<id>``), so that evaluation evidence in the same ids matches."""
 
 
-class ReadStep(Step):
+class ReadSpec(MethodSpec):
     """``get`` / ``get_all`` (records read, linked to their writers) and ``history`` (counted)."""
 
     def __init__(self, name: str, category: Category, gen_ai: GenAIOperation | None) -> None:
@@ -234,7 +234,7 @@ class ReadStep(Step):
         scope.op.record_retrieval(records)
 
 
-class ChangeStep(Step):
+class ChangeSpec(MethodSpec):
     """``update`` / ``delete`` and their internal ``_update_memory`` / ``_delete_memory``.
 
     The public method is the operation; the internal one gets its own only when
@@ -260,7 +260,7 @@ class ChangeStep(Step):
             scope.before[scope.record_id] = stored_variable(scope.registry, scope.record_id, payload)
 
 
-class CreateStep(Step):
+class CreateSpec(MethodSpec):
     """``_create_memory``: one new record, from the message, fact or decision that asked for it."""
 
     role = Role.CREATE
@@ -279,7 +279,7 @@ class CreateStep(Step):
             scope.op.record_memory(record_id=result)
 
 
-class DeleteAllStep(Step):
+class DeleteAllSpec(MethodSpec):
     """``delete_all``: one ``_delete_memory`` child per record removed.
 
     Not a memory-client span itself: the conventions read a ``delete_memory`` without a record id
@@ -291,20 +291,20 @@ class DeleteAllStep(Step):
     gen_ai = None
 
 
-def public_steps() -> dict[str, Step]:
-    """The steps of the public methods and of the internal ones that change records."""
+def method_specs() -> dict[str, MethodSpec]:
+    """The specs of the public methods and of the internal ones that change records."""
     return {
-        "add": AddStep("mem0.add", Category.INGEST),
-        "search": SearchStep("mem0.search", Category.RETRIEVAL),
-        "get": ReadStep("mem0.get", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
-        "get_all": ReadStep("mem0.get_all", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
-        "history": ReadStep("mem0.history", Category.OTHER, None),
-        "update": ChangeStep("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY, Role.UPDATE),
-        "delete": ChangeStep("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY, Role.DELETE),
-        "delete_all": DeleteAllStep("mem0.delete_all", Category.DELETION),
-        "_create_memory": CreateStep("mem0.create", Category.EXTRACTION),
-        "_update_memory": ChangeStep("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY,
+        "add": AddSpec("mem0.add", Category.INGEST),
+        "search": SearchSpec("mem0.search", Category.RETRIEVAL),
+        "get": ReadSpec("mem0.get", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
+        "get_all": ReadSpec("mem0.get_all", Category.RETRIEVAL, GenAIOperation.SEARCH_MEMORY),
+        "history": ReadSpec("mem0.history", Category.OTHER, None),
+        "update": ChangeSpec("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY, Role.UPDATE),
+        "delete": ChangeSpec("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY, Role.DELETE),
+        "delete_all": DeleteAllSpec("mem0.delete_all", Category.DELETION),
+        "_create_memory": CreateSpec("mem0.create", Category.EXTRACTION),
+        "_update_memory": ChangeSpec("mem0.update", Category.UPDATE, GenAIOperation.UPDATE_MEMORY,
                                      Role.UPDATE, internal=True),
-        "_delete_memory": ChangeStep("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY,
+        "_delete_memory": ChangeSpec("mem0.delete", Category.DELETION, GenAIOperation.DELETE_MEMORY,
                                      Role.DELETE, internal=True),
     }
