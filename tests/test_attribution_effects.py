@@ -250,7 +250,7 @@ def _ask_grandma(history: History, returned: list[str]) -> None:
 
 needs_embeddings = pytest.mark.skipif(
     __import__("memtrace_otel.attribution.ranking", fromlist=["embedder"]).embedder() is None,
-    reason="the offline embedding model (wordllama, pip install memtrace-otel[bench]) is not installed")
+    reason="the offline embedding model (wordllama, pip install memtrace-otel[semantic]) is not installed")
 
 
 @needs_embeddings

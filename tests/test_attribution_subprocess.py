@@ -1,4 +1,4 @@
-"""Attribution in fresh processes: without the ``[bench]`` extra (no numpy, no wordllama), and under
+"""Attribution in fresh processes: without the ``[semantic]`` extra (no numpy, no wordllama), and under
 different hash seeds (the same input gives the same verdicts)."""
 
 from __future__ import annotations
