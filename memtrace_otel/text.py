@@ -374,22 +374,22 @@ def readable(text: str, *, resolve: bool = True) -> str:
     """
     body, when = text, None
     stripped = text.strip()
-    if stripped.startswith("{") and stripped.endswith("}"):
+    if stripped[:1] in "{[" and stripped[-1:] == ("}" if stripped[:1] == "{" else "]"):
         try:
             record = json.loads(stripped)
         except ValueError:
             record = None
-        if isinstance(record, dict):
-            said = [record[k] for k in _RECORD_TEXT_KEYS if isinstance(record.get(k), str) and record[k]]
-            if said:
-                body = "\n".join(said)
-                when = next((record[k] for k in _RECORD_TIME_KEYS if isinstance(record.get(k), str)), None)
-            else:
-                # A buffer or a list of records ({"message_buffer": ["...", ...]}): each item a line.
-                items = [readable(item, resolve=resolve) for value in record.values()
-                         if isinstance(value, list) for item in value if isinstance(item, str) and item]
-                if items:
-                    return "\n".join(items)
+        said = _record_text(record) if isinstance(record, dict) else None
+        if said is not None:
+            body = "\n".join(said)
+            when = _record_time(record)
+        elif isinstance(record, (dict, list)):
+            # A record without a text field of its own (a buffer, a list of messages, a memory of
+            # several parts: an episode, its atomic facts, the messages it came from): what its parts
+            # say, each dated by the nearest time that encloses it.
+            parts = _record_lines(record, None)
+            if parts:
+                return "\n".join(_dated(line) for line in parts) if resolve else "\n".join(parts)
     if "-" not in body and when is None and "[" not in body:
         return body
     lines: list[str] = []
@@ -403,6 +403,49 @@ def readable(text: str, *, resolve: bool = True) -> str:
         dated = f"[{_ISO_DATE.sub(_spoken_date, when)}] "
         lines = [line if line.startswith("[") else dated + line for line in lines]
     return "\n".join(_dated(line) for line in lines) if resolve else "\n".join(lines)
+
+
+def _record_text(record: dict[str, object]) -> list[str] | None:
+    """The text fields of a record (``memory``, ``content`` ...), or ``None`` when it has none."""
+    said = [value for key in _RECORD_TEXT_KEYS if isinstance(value := record.get(key), str) and value]
+    return said or None
+
+
+def _record_time(record: dict[str, object]) -> str | None:
+    return next((value for key in _RECORD_TIME_KEYS if isinstance(value := record.get(key), str)), None)
+
+
+def _record_lines(value: object, when: str | None) -> list[str]:
+    """The lines a JSON value says, in document order, each dated by the nearest enclosing time.
+
+    A record with a text field says that field; one without says what its
+    parts say: a list's every string, an object's strings that are prose (with
+    a space: not ids or codes; time fields date, they do not speak), and the
+    same of nested values.
+
+    >>> _record_lines({"episode": "Ann met Bob.", "id": "e1", "timestamp": "2023-05-08",
+    ...                "original_data": [{"content": "hi Bob", "timestamp": "2023-05-07"}]}, None)
+    ['[8 May 2023] Ann met Bob.', '[7 May 2023] hi Bob']
+    """
+    if isinstance(value, list):
+        return [line for item in value for line in _record_lines(item, when)]
+    if isinstance(value, str):
+        said_lines = readable(value, resolve=False).splitlines() if value.strip() else []
+        stamp = _ISO_DATE.sub(_spoken_date, when) if when is not None and _ISO_DATE.search(when) else None
+        return [line if stamp is None or line.startswith("[") else f"[{stamp}] {line}"
+                for line in said_lines if line.strip()]
+    if not isinstance(value, dict):
+        return []
+    when = _record_time(value) or when
+    said = _record_text(value)
+    if said is not None:
+        return [line for text in said for line in _record_lines(text, when)]
+    lines: list[str] = []
+    for key, item in value.items():
+        if key in _RECORD_TIME_KEYS or (isinstance(item, str) and " " not in item.strip()):
+            continue
+        lines.extend(_record_lines(item, when))
+    return lines
 
 
 _HEADER_DAY = re.compile(r"\s*\[(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b[^\]]*\]")

@@ -231,21 +231,71 @@ def _with_question_reads(index: GraphIndex, generator: str, answer_slice: set[st
         return answer_slice, set(), set()
     texts = {index.content(v) for v in asked} - {None}
     when = index.order(generator)
-    own = {op for v in asked for op in index.readers(v)
-           if op != generator and index.category(op) in _READ_SIDE and index.order(op) < when}
+    start = {op for v in asked for op in index.readers(v)
+             if op != generator and index.category(op) in _READ_SIDE and index.order(op) < when}
+    window = (min(index.order(op) for op in start), when) if start else None
+    if window is not None:
+        # The next search of another question bounds this one's steps: equal result lists are one
+        # node (smartcomment), so a later question's steps read this one's results too.
+        last = max(index.order(op) for op in start)
+        window = (window[0], min([when, *(order for order, queries in index.query_reads() if order > last
+                                          and not any(v in asked or index.content(v) in texts
+                                                      for v in queries))]))
+    own = _read_closure(index, start, window[1] if window else when)
     foreign = set()
     for op in answer_slice:
-        if index.data(op).get("type") != OPERATION or index.category(op) not in _READ_SIDE:
+        if index.data(op).get("type") != OPERATION or index.category(op) not in _READ_SIDE or op in own:
             continue
-        queries = [v for v in index.inputs(op) if index.data(v).get("kind") == VariableKind.QUERY]
-        if queries and not any(v in asked or index.content(v) in texts for v in queries):
-            foreign.add(op)
+        queries = _queries_behind(index, op)
+        if queries:
+            if not any(v in asked or index.content(v) in texts for v in queries):
+                foreign.add(op)
+        elif window is not None and not window[0] <= index.order(op) < window[1]:
+            foreign.add(op)  # a later step of another question's search (it reads no query itself)
     if not own and not foreign:
         return answer_slice, own, foreign
     result = (answer_slice - foreign) | own
     for op in own:
         result.update(index.written(op))
     return result, own, foreign
+
+
+def _read_closure(index: GraphIndex, start: set[str], before: int) -> set[str]:
+    """``start`` and the read-side ops (before ``before``) that read what they wrote, not memory.
+
+    A search in several steps reads the query only at its first ones: a final
+    rerank reads the first retrieval's result list, and is the question's all the same.
+    """
+    found, stack = set(start), list(start)
+    while stack:
+        for variable in index.written(stack.pop()):
+            if index.data(variable).get("kind") in STORED_KINDS:  # memory, not a result list
+                continue
+            for reader in index.readers(variable):
+                if (reader not in found and index.category(reader) in _READ_SIDE
+                        and index.order(reader) < before and not index.is_step(reader)):
+                    found.add(reader)
+                    stack.append(reader)
+    return found
+
+
+def _queries_behind(index: GraphIndex, op: str) -> list[str]:
+    """The queries a read-side op read, itself or through the read-side ops whose results (not memory)
+    it read: which question's search it is part of."""
+    found: list[str] = []
+    seen, stack = {op}, [op]
+    while stack:
+        inputs = index.inputs(stack.pop())
+        direct = [v for v in inputs if index.data(v).get("kind") == VariableKind.QUERY]
+        if direct:  # an op that reads a query is that question's, whatever else it read
+            found.extend(direct)
+            continue
+        for variable in inputs:
+            writer = None if index.data(variable).get("kind") in STORED_KINDS else index.producer(variable)
+            if writer is not None and writer not in seen and index.category(writer) in _READ_SIDE:
+                seen.add(writer)
+                stack.append(writer)
+    return found
 
 
 def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:

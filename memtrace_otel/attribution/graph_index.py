@@ -98,6 +98,7 @@ class GraphIndex:
         self._scopes: dict[str, str] | None = None
         self._unit_ids: dict[str, list[str]] | None = None
         self._message_sentences: dict[str, frozenset[str]] | None = None
+        self._query_reads: list[tuple[int, frozenset[str]]] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -217,6 +218,20 @@ class GraphIndex:
         """
         return [v for v in self.outputs(op) if not self.internal(v) or any(
             reader != op and not self.is_step(reader) for reader in self.readers(v))]
+
+    def query_reads(self) -> list[tuple[int, frozenset[str]]]:
+        """(order, queries read) of every retrieval and rerank that reads a query, in execution order:
+        where each question's search starts."""
+        if self._query_reads is None:
+            found = []
+            for op in operation_nodes(self.G):
+                if self.category(op) in _READ_SIDE:
+                    queries = frozenset(v for v in self.inputs(op)
+                                        if self.G.nodes[v].get("kind") == VariableKind.QUERY)
+                    if queries:
+                        found.append((self.order(op), queries))
+            self._query_reads = sorted(found, key=lambda item: item[0])
+        return self._query_reads
 
     def is_deletion_marker(self, variable: str) -> bool:
         """A ``DELETED`` marker: how MemBase's tracing records that an operation deleted a memory.

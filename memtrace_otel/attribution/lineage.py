@@ -118,16 +118,22 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
     )
     reached: str | None = None  # a carrier the question's read side wrote, on its way to the answerer
     retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
-    for op in chain:
+
+    def carriers_read(op: str) -> list[str]:
         inputs = [v for v in index.inputs(op) if index.data(v).get("kind") not in _NOT_CONTEXT
                   and index.producer(v) not in case.foreign]
-        carrier = next((v for v in inputs if carries(v)), None)
-        if carrier is None and op == case.generator:
-            carrier = reached
-        if carrier is None and index.category(op) == Category.RETRIEVAL:
+        found = [v for v in inputs if carries(v)]
+        if not found and index.category(op) == Category.RETRIEVAL:
             # A retrieval is to blame for what its own store held (the user or filters it
             # searched), not for a unit of another speaker's store that another search read.
-            carrier = next((v for v in alive if _same_store(index, op, v, retrievals)), None)
+            found = [v for v in alive if _same_store(index, op, v, retrievals)]
+        return found
+
+    read = {op: carriers_read(op) for op in chain}
+    for position, op in enumerate(chain):
+        carrier = read[op][0] if read[op] else None
+        if carrier is None and op == case.generator:
+            carrier = reached
         if carrier is None:
             continue
         # What a retrieval or rerank returned is all it wrote (graphs that link results by value
@@ -138,6 +144,13 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         if kept is not None:
             if index.data(kept).get("kind") not in _NOT_CONTEXT:  # a query says the question, not the fact
                 reached = reached or kept
+            continue
+        if any(set(read[op]) & set(read[later]) for later in chain[position + 1:]
+               if index.category(later) in _READ_OPS):
+            # The information went around this op: a later retrieval or rerank of the question
+            # read the same carrier (an agentic search's sufficiency check, one round of several,
+            # each reading the first search's results). The op that read it last and passed none
+            # on lost it.
             continue
         return _read_verdict(case, op, carrier)
     if alive:
@@ -273,7 +286,21 @@ def _loss_type(index: GraphIndex, op: str, after: str) -> ErrorType:
         return ErrorType.DELETION
     if index.data(after).get("deleted"):
         return ErrorType.UPDATE if category == Category.UPDATE else ErrorType.DELETION
+    if category in _EXTRACTION_ROLES and _raw(index, op, after):
+        # The unit still held the input as ingested (EverMemOS's memcell keeps the messages until
+        # its episode is written): the op that rewrote it first made it memory, an extraction.
+        return ErrorType.EXTRACTION
     return ErrorType.DELETION if category == Category.DELETION else ErrorType.UPDATE
+
+
+def _raw(index: GraphIndex, op: str, after: str) -> bool:
+    """Whether the versions before ``after`` were written by ingestion only (or by ``op`` itself,
+    the steps of one extraction): the unit held its input as ingested, not yet a memory."""
+    versions = index.versions(index.data(after)["name"])
+    earlier = versions[:versions.index(after)] if after in versions else []
+    writers = [index.producer(v) for v in earlier]
+    return bool(earlier) and all(w is None or w == op or index.category(w) == Category.INGEST
+                                 for w in writers) and any(w is not None and w != op for w in writers)
 
 
 def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType, str]:

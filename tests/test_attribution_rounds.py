@@ -1,0 +1,205 @@
+"""Searches in several steps, records of several parts, and raw memcells (issue 23, MemBase's EverMemOS).
+
+EverMemOS as MemBase traces it: a memcell is first stored as the messages it
+holds, then an extraction rewrites it into an episode and atomic facts; a
+search runs in steps (a retrieval that reads the query and writes a list of
+record ids, a sufficiency check that reads the list, a final rerank that reads
+the list and returns the records), and an answerer may read, by value, the
+records another question's search returned. Each test fails without the
+mechanism it names.
+"""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from memtrace_otel import Category, MemoryTracer, VariableKind
+from memtrace_otel.attribution import Attribution, ErrorType, FailureCase
+from memtrace_otel.attribution.lineage import LineageEngine
+from memtrace_otel.graph.build import build_graph
+from memtrace_otel.graph.query import failed_evaluations
+from memtrace_otel.instrument.variables import Variable
+from memtrace_otel.spans.model import record_from_readable
+from memtrace_otel.text import readable
+
+QUESTION = "What instrument does Caroline play?"
+MESSAGE = "Caroline: I have been playing the violin for ten years now."
+UNITS = {  # record id -> (message, episode as extracted)
+    "0a1b2c3d4e5f60718293a4b5": (MESSAGE, "Caroline has played the violin for ten years."),
+    "1b2c3d4e5f60718293a4b5c6": ("Melanie: I painted a lake sunrise last year.",
+                                 "Melanie painted a lake sunrise in 2022."),
+    "2c3d4e5f60718293a4b5c6d7": ("Caroline: My dog Max loves long walks in the park.",
+                                 "Caroline's dog Max loves long walks in the park."),
+}
+FACT_ID = "0a1b2c3d4e5f60718293a4b5"
+
+
+def memcell(message: str, episode: str | None) -> str:
+    """An EverMemOS memory unit: the messages it came from until its episode is written."""
+    record: dict[str, object] = {"event_id": "e", "timestamp": "2023-05-08T13:56:00"}
+    if episode is None:
+        record["original_data"] = [{"content": message, "timestamp": "2023-05-08T13:56:00"}]
+    else:
+        record["episode"] = episode
+        record["event_log"] = {"atomic_fact": [episode]}
+    return json.dumps(record, indent=4)
+
+
+class EverMemOS:
+    """A small EverMemOS-shaped history through the real MemoryTracer."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.mt = MemoryTracer(provider, capture_content=True)
+        self.ops: dict[str, str] = {}
+        self.units: dict[str, Variable] = {}
+
+    def remember(self, label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    def ingest(self, record_id: str, message: str, episode: str) -> None:
+        """The memcell stored raw (ingest), then rewritten by the extraction into its episode."""
+        name = f"memory-unit-{record_id}"
+        with self.mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
+            self.remember(f"finalize {record_id}", op)
+            op.read(f"msg:{record_id}", content=message, kind=VariableKind.MESSAGE)
+            unit = op.write(name, memcell(message, None), kind=VariableKind.MEMORY_UNIT)
+        with self.mt.operation("memory_system.extract_memory", Category.EXTRACTION) as op:
+            self.remember(f"extract {record_id}", op)
+            self.units[record_id] = op.update(unit, memcell(message, episode))
+
+    def search(self, case: str, returned: list[str], *, check: bool = True) -> Variable:
+        """hybrid retrieval (query -> id list), sufficiency check (list -> verdict), final rerank
+        (list -> the records it keeps, as a context)."""
+        with self.mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+            self.remember(f"hybrid {case}", op)
+            op.read(f"query:{case}", content=QUESTION, kind=VariableKind.QUERY)
+            for unit in self.units.values():
+                op.read(unit)
+            ids = ", ".join(f"{rid}-{20 - i}.0" for i, rid in enumerate(self.units))
+            results = op.write(f"hybrid_retrieval_results:{case}", ids, kind=VariableKind.OTHER)
+        if check:
+            with self.mt.operation("memory_system.agentic_round1_bundle", Category.RETRIEVAL) as op:
+                self.remember(f"round1 {case}", op)
+                op.read(results)
+                op.read(f"query:{case}", content=QUESTION, kind=VariableKind.QUERY)
+                op.write(f"sufficiency_check_result:{case}", "False", kind=VariableKind.OTHER)
+        with self.mt.operation("memory_system.agentic_final_rerank", Category.RETRIEVAL) as op:
+            self.remember(f"rerank {case}", op)
+            op.read(results)
+            text = "\n".join(str(self.units[rid].content) for rid in returned)
+            return op.write(f"context:{case}", text, kind=VariableKind.CONTEXT)
+
+    def answer(self, case: str, context: Variable, prediction: str, gold: str = "violin") -> None:
+        with self.mt.operation("question-answering", Category.EVALUATION) as op:
+            self.remember(f"answer {case}", op)
+            op.read(f"query:{case}", content=QUESTION, kind=VariableKind.QUERY)
+            op.read(context)
+            answer = op.write(f"prediction:{case}", prediction, kind=VariableKind.ANSWER)
+        with self.mt.operation("llm-judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, question=QUESTION, prediction=prediction, gold=gold,
+                                 evidence=[FACT_ID], answer=answer, case_id=case)
+
+
+def verdict_of(exporter: InMemorySpanExporter, case: str = "q1") -> Attribution:
+    G: nx.DiGraph = build_graph(record_from_readable(s) for s in exporter.get_finished_spans())
+    evaluation = next(e for e in failed_evaluations(G) if G.nodes[e].get("case") == case)
+    return LineageEngine().attribute(G, FailureCase.from_graph(G, evaluation))
+
+
+def ingested(provider: TracerProvider, *, lossy: bool = False) -> EverMemOS:
+    system = EverMemOS(provider)
+    for rid, (message, episode) in UNITS.items():
+        if lossy and rid == FACT_ID:
+            episode = "Caroline talked about her hobbies."
+        system.ingest(rid, message, episode)
+    return system
+
+
+# -- records as text ----------------------------------------------------------------------------------
+
+
+def test_a_record_without_a_text_field_reads_as_what_its_parts_say():
+    """An episode, its atomic facts and the messages it came from, each dated by the nearest time."""
+    record = json.dumps({"event_id": "97882d1db9c74e5aaad94fe1", "timestamp": "2023-06-09T19:55:00",
+                         "episode": "On 2023-06-09, Caroline gave a talk at a school.",
+                         "event_log": {"atomic_fact": ["Caroline gave a talk at a school."]},
+                         "original_data": [{"content": "I gave a talk last week!", "speaker_name": "Caroline",
+                                            "timestamp": "2023-06-09T19:55:00"}]})
+    assert readable(record).splitlines() == [
+        "[9 June 2023] On 9 June 2023, Caroline gave a talk at a school.",
+        "[9 June 2023] Caroline gave a talk at a school.",
+        "[9 June 2023] I gave a talk last week [the week before 9 June 2023]!",
+    ]
+
+
+def test_a_list_of_messages_reads_as_one_dated_line_each():
+    buffer = json.dumps([{"content": "I went to the group yesterday.", "timestamp": "2023-05-08T13:56:00"},
+                         {"content": "Nice!", "timestamp": "2023-05-09T10:00:00"}])
+    assert readable(buffer) == ("[8 May 2023] I went to the group yesterday [7 May 2023].\n"
+                                "[9 May 2023] Nice!")
+    assert readable("[8 May 2023] Ann: hi [waves]") == "[8 May 2023] Ann: hi [waves]"
+
+
+# -- the error type of a raw memcell's loss --------------------------------------------------------------
+
+
+def test_an_extraction_that_rewrote_a_raw_memcell_without_the_fact_is_an_extraction_error(
+        tracer_provider, span_exporter):
+    """The memcell held the message as ingested; the extraction's episode left the fact out. It wrote
+    a new version, but what it did was extract: ExtractionError, not UpdateError."""
+    system = ingested(tracer_provider, lossy=True)
+    context = system.search("q1", [FACT_ID])
+    system.answer("q1", context, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[f"extract {FACT_ID}"], ErrorType.EXTRACTION)
+
+
+def test_a_later_rewrite_of_an_extracted_memory_stays_an_update_error(tracer_provider, span_exporter):
+    system = ingested(tracer_provider)
+    with system.mt.operation("memory_system.extract_memory", Category.EXTRACTION) as op:
+        system.remember("rewrite", op)
+        system.units[FACT_ID] = op.update(system.units[FACT_ID],
+                                          memcell(MESSAGE, "Caroline talked about her hobbies."))
+    context = system.search("q1", [FACT_ID])
+    system.answer("q1", context, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["rewrite"], ErrorType.UPDATE)
+
+
+# -- searches in steps ---------------------------------------------------------------------------------
+
+
+def test_a_check_the_information_went_around_is_not_the_search_that_lost_it(tracer_provider, span_exporter):
+    """The sufficiency check read the id list and wrote only a verdict; the final rerank read the same
+    list and returned records without the fact: the rerank lost it."""
+    system = ingested(tracer_provider)
+    context = system.search("q1", ["1b2c3d4e5f60718293a4b5c6"])
+    system.answer("q1", context, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["rerank q1"], ErrorType.RETRIEVAL)
+
+
+def test_the_answer_reading_another_questions_results_blames_its_own_search(tracer_provider, span_exporter):
+    """MemBase links returned memories by value: q1's answerer reads the records q2's search returned
+    last. q1's own final rerank (which reads no query, only q1's id list) is the search that missed
+    the fact, not q2's."""
+    system = ingested(tracer_provider)
+    system.search("q1", ["1b2c3d4e5f60718293a4b5c6"])
+    later = system.search("q2", ["2c3d4e5f60718293a4b5c6d7"], check=False)
+    system.answer("q1", later, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["rerank q1"], ErrorType.RETRIEVAL)
+
+
+def test_a_context_holding_the_fact_makes_a_wrong_answer_a_response_error(tracer_provider, span_exporter):
+    system = ingested(tracer_provider)
+    context = system.search("q1", [FACT_ID, "1b2c3d4e5f60718293a4b5c6"])
+    system.answer("q1", context, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["answer q1"], ErrorType.RESPONSE)
