@@ -391,3 +391,45 @@ def test_docs_list_the_rules_labels_and_the_metrics() -> None:
     assert "below 0.5" in text and FailureRule(fail_below=0.5) == FailureRule()
     for name in (MemTraceMetric.FAILURES, MemTraceMetric.DURATION, MemTraceMetric.DROPPED):
         assert f"| `{name}` |" in text
+
+
+def test_an_evaluators_result_as_a_log_record_is_read_from_files(tmp_path: Path) -> None:
+    """The SDKs emit events as log records now: a logs pipeline's OTLP/JSON lines are read too."""
+    from opentelemetry.exporter.otlp.json.file._log_exporter import FileLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+
+    from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
+
+    spans_file, logs_file = tmp_path / "spans.jsonl", tmp_path / "logs.jsonl"
+    provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPJsonLinesSpanExporter(spans_file)))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    _pipeline(provider)
+    provider.shutdown()
+    (generate,) = [s for s in memory.get_finished_spans() if s.name == "generate"]
+    judged = set_span_in_context(NonRecordingSpan(generate.context))  # what the evaluator correlates to
+    logs = LoggerProvider()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(FileLogExporter(str(logs_file))))
+    evaluator = logs.get_logger("an-evaluator")
+    evaluator.emit(event_name=EVENT, context=judged, attributes=INCORRECT)
+    evaluator.emit(event_name=EVENT, context=judged,
+                   attributes={"gen_ai.evaluation.name": "tone", "gen_ai.evaluation.score.value": 0.9})
+    evaluator.emit(body="an ordinary log line", context=judged)
+    logs.shutdown()
+
+    memtrace = [sys.executable, "-m", "memtrace_otel", "analyze", "--json"]
+    both = subprocess.run([*memtrace, str(spans_file), str(logs_file)], capture_output=True, text=True)
+    assert both.returncode == 0, both.stderr
+    (found,) = json.loads(both.stdout)["failures"]  # the failing result only; the rest are no spans
+    # As the same result on the span itself (a span event) is attributed.
+    provider, exporter = _provider()
+    _pipeline(provider, event_on="generate")
+    _, _, as_event = _verdict(_records(exporter.get_finished_spans()))
+    assert (found["operation_name"], found["error_type"]) == (as_event.operation_name,
+                                                              as_event.error_type.value)
+    alone = subprocess.run([*memtrace, str(logs_file)], capture_output=True, text=True)
+    assert alone.returncode == 3 and "Traceback" not in alone.stderr  # the judged trace is missing
+    assert json.loads(alone.stdout)["missing_traces"] == [f"{generate.context.trace_id:032x}"]

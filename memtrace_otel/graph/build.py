@@ -444,7 +444,8 @@ class _Builder:
         # A verdict's link to the span it judges may point at a span that is no operation (the
         # request around the answer): its trace is here when any of its operations is.
         judged = {trace for trace, _ in self.targets.values()}
-        judged &= {trace for trace, _ in span_ops} if judged else judged
+        if judged:  # present: an operation other than such verdicts was read from it
+            judged &= {trace for trace, span in span_ops if f"op:{trace}:{span}" not in self.targets}
         for node, link in self.links:
             if (link.trace_id, link.span_id) not in span_ops and not (
                     node in self.targets and link.trace_id in judged):

@@ -20,6 +20,7 @@ from memtrace_otel.config import ENV_MAX_INPUT_BYTES, max_input_bytes_from_env
 from memtrace_otel.spans.jaeger_json import records_from_jaeger
 from memtrace_otel.spans.model import Problem, SpanRecord
 from memtrace_otel.spans.otlp_json import MAX_ATTRIBUTE_CHARS, records_from_traces_data
+from memtrace_otel.spans.otlp_logs import is_logs_document, records_from_logs_data
 from memtrace_otel.spans.smartcomment import is_smartcomment_document, records_from_smartcomment
 from memtrace_otel.spans.source import InputStream, iter_lines
 
@@ -127,6 +128,8 @@ def records_from_document(
     """
     if is_smartcomment_document(document):  # its "data" is an object; Jaeger's is a list
         return records_from_smartcomment(document, where, problems)
+    if is_logs_document(document):  # a logs pipeline's line: evaluators' results as log records
+        return records_from_logs_data(document, where, problems)
     if isinstance(document, dict) and "data" in document and "resourceSpans" not in document:
         return records_from_jaeger(document, where, problems)
     check_long = text_length is None or text_length > MAX_ATTRIBUTE_CHARS
