@@ -7,5 +7,5 @@ Collector configurations that place it in a pipeline (imported as ``memtrace_ote
 restart) and the index of traces waiting to settle (``assembler``) -> ``attribution_service``
 (``AttributionService``: attribute failed traces, fetching what they need from the backend within
 a budget: ``budget``) -> the store's outbox, sent by ``export`` (the Collector's retry rules).
-Needs ``pip install memtrace-otel[serve]``.
+Needs the ``[serve]`` extra (``pip install '.[serve]'`` in a checkout).
 """

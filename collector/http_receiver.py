@@ -11,7 +11,7 @@ Answers as the OTLP/HTTP specification says, so a standard Collector's
   retryable, so the sender's queue holds the spans instead of this process
   growing.
 
-The server is waitress (a maintained pure-Python WSGI server, ``pip install memtrace-otel[serve]``),
+The server is waitress (a maintained pure-Python WSGI server, the ``[serve]`` extra),
 not ``http.server``: connections are multiplexed by one I/O thread and requests handled by a
 fixed pool of ``workers`` threads (a slow or idle client holds a connection slot, never a thread),
 the listen backlog is ``backlog`` (default 1024; ``http.server``'s was 5, and 20 concurrent clients

@@ -1,4 +1,4 @@
-"""The optional offline embedding model, loaded once per process (``pip install memtrace-otel[semantic]``).
+"""The optional offline embedding model, loaded once per process (the ``[semantic]`` extra).
 
 wordllama ships its weights inside the package, so loading it needs no
 network. Both the attribution engines (ranking evidence when none is named)
@@ -12,6 +12,8 @@ import functools
 import logging
 import os
 from typing import Any
+
+from memtrace_otel.extras import install_hint
 
 __all__ = ["load_wordllama"]
 
@@ -29,8 +31,7 @@ def load_wordllama() -> Any | None:
         import wordllama
         from wordllama import WordLlama
     except ImportError:
-        _logger.info("wordllama is not installed (pip install memtrace-otel[semantic]); "
-                     "using lexical ranking")
+        _logger.info("wordllama is not installed (%s); using lexical ranking", install_hint("semantic"))
         return None
     try:
         return WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)

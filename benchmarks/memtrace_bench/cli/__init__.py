@@ -17,6 +17,7 @@ from memtrace_bench.cli.repair import repair_command
 from memtrace_bench.cli.report import report_command
 from memtrace_otel.cli.common import EXIT_PARTIAL, print_json, stderr, stdout
 from memtrace_otel.config import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL
+from memtrace_otel.extras import missing_extra
 from memtrace_otel.llm_client import LLMClient, LLMError
 
 __all__ = ["bench_group"]
@@ -43,8 +44,7 @@ def _require_bench_extra() -> None:
 def _require_endpoint() -> None:
     """``--llm`` needs the openai package and an endpoint: say so before any work."""
     if importlib.util.find_spec("openai") is None:
-        raise click.ClickException("`memtrace bench build --llm` needs openai: "
-                                   "pip install 'memtrace-otel[openai]'")
+        raise click.ClickException(missing_extra("`memtrace bench build --llm`", "openai"))
     if LLMClient().api_key is None:
         raise click.ClickException(f"`memtrace bench build --llm` needs an endpoint: set "
                                    f"{ENV_OPENAI_BASE_URL} (and {ENV_OPENAI_MODEL}) or {ENV_OPENAI_API_KEY}")
