@@ -525,6 +525,7 @@ class AttributionSpanProcessor(SpanProcessor):
         if not self._jobs.shutdown(timeout_millis):
             _logger.warning("AttributionSpanProcessor.shutdown: %d failed evaluation(s) not attributed "
                             "within %d ms", self._jobs.unexported_at_shutdown, timeout_millis)
+            self._metrics.dropped("shutdown", self._jobs.unexported_at_shutdown)
 
 
 class _Step:
