@@ -15,8 +15,8 @@
 # Peers venv (tests/test_mem0_peers.py): mem0ai 1.0.11 with the other mem0 instrumentation registered in
 # the same `opentelemetry_instrumentor` group, loongsuite-instrumentation-mem0, to test that both trace
 # one program. Built by default, cached like the others under $BASE/mem0ai-1.0.11-peers;
-# MEMTRACE_MEM0_PEERS=0 skips it. OpenLIT 1.45.0 is not in it: pip finds no resolution of it beside
-# mem0ai 1.0.11 (`pip install mem0ai==1.0.11 openlit==1.45.0`: ResolutionImpossible, docs/mem0.md).
+# MEMTRACE_MEM0_PEERS=0 skips it. OpenLIT 1.45.0 is not in it: `pip install openlit==1.45.0` ends in
+# ResolutionImpossible on Python 3.11, with or without mem0ai (docs/mem0.md).
 set -euo pipefail
 
 VERSIONS=("1.0.11" "2.2.1")
