@@ -65,13 +65,17 @@ class MemoryGuard:
     """
 
     def __init__(self, limit_bytes: int, *, spike: float = 0.2, interval: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 resident: Callable[[], int] | None = None) -> None:
         if limit_bytes < 1 or interval <= 0 or not 0 <= spike < 1:
             raise ValueError("limit_bytes must be >= 1, interval > 0 and 0 <= spike < 1")
         self.limit_bytes = limit_bytes
         self.soft_limit_bytes = int(limit_bytes * (1 - spike))
         self._interval = interval
         self._clock = clock
+        # The reading is injectable: a test of the guard's decisions must not depend on what the
+        # process it runs in happens to hold at that moment.
+        self._resident = resident if resident is not None else self.resident_bytes
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._trim = _malloc_trim()
         self._checked = -interval
@@ -90,12 +94,12 @@ class MemoryGuard:
             return self._over
 
     def _check(self) -> bool:
-        if self.resident_bytes() <= self.soft_limit_bytes:
+        if self._resident() <= self.soft_limit_bytes:
             return False
         gc.collect()
         if self._trim is not None:
             self._trim(0)
-        over = self.resident_bytes() > self.soft_limit_bytes
+        over = self._resident() > self.soft_limit_bytes
         if over and self.refusals == 0:
             _logger.warning("memory limit of %d MiB reached: answering 'retry later' until traces settle",
                             self.limit_bytes >> 20)

@@ -145,14 +145,34 @@ def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none(tmp_p
 def test_memory_guard_refuses_over_the_soft_limit_and_caches_its_reading() -> None:
     from memtrace_otel.collector.memory import MemoryGuard
 
+    assert MemoryGuard(1 << 40).resident_bytes() > 0  # /proc is there on the machines this runs on
+    # The reading is injected: the live process's memory moves under load (other tests, the
+    # collector freeing), which made the decisions below flaky when they read it.
     clock = Clock()
-    resident = MemoryGuard(1 << 40).resident_bytes()
-    assert resident > 0  # /proc is there on the machines this runs on
-    roomy = MemoryGuard(resident * 4, clock=clock)
-    assert not roomy.over()
-    tight = MemoryGuard(resident, spike=0.2, clock=clock)  # soft limit: 80% of what we hold
+    resident = 100 << 20
+    readings: list[int] = []
+
+    def reading() -> int:
+        readings.append(resident)
+        return resident
+
+    roomy = MemoryGuard(resident * 4, clock=clock, resident=reading)
+    assert not roomy.over() and roomy.refusals == 0
+    assert len(readings) == 1  # under the soft limit: one reading, nothing given back
+    tight = MemoryGuard(resident, spike=0.2, clock=clock, resident=reading)  # soft limit: 80% of it
     assert tight.over() and tight.refusals == 1
+    assert len(readings) == 3  # over: read again after giving free memory back, still over
     tight.limit_bytes = tight.soft_limit_bytes = resident * 4  # within the interval: the reading stands
-    assert tight.over()
+    assert tight.over() and tight.refusals == 2
+    assert len(readings) == 3
     clock.now = 1.0
-    assert not tight.over()
+    assert not tight.over() and tight.refusals == 2
+    assert len(readings) == 4
+
+
+def test_memory_guard_is_not_over_when_giving_memory_back_brings_it_under() -> None:
+    from memtrace_otel.collector.memory import MemoryGuard
+
+    readings = iter([900, 700])  # over the soft limit of 800 until the collection and trim
+    guard = MemoryGuard(1000, spike=0.2, clock=Clock(), resident=lambda: next(readings))
+    assert not guard.over() and guard.refusals == 0

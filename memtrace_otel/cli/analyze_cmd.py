@@ -249,8 +249,9 @@ def analyze_command(
     written in traces the input lacks (fetch them with --jaeger URL or --tempo URL),
     or when the --content-store cannot be read or lacks referenced contents.
     """
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                                    content_store=content_store, store_lookback=store_lookback)
+    # Only the graph is kept: the spans it was built from are freed, and attribution reuses their memory.
+    graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
+                                 content_store=content_store, store_lookback=store_lookback)[1:]
     code = report_problems(problems, strict=strict)
     # The failures of the traces a store search brought in are not what was asked about.
     traces = graph.graph["input_traces"] if store_lookback > 0 else None

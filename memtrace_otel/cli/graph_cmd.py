@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from memtrace_otel.cli.common import (
@@ -15,7 +17,7 @@ from memtrace_otel.cli.common import (
 )
 from memtrace_otel.cli.terminal import safe_text
 from memtrace_otel.graph.errors import MemTraceGraphError
-from memtrace_otel.graph.export import FORMATS, write_graph
+from memtrace_otel.graph.export import FORMATS, dump_graph, write_graph
 from memtrace_otel.graph.query import backward_slice, trace_subgraph
 
 __all__ = ["graph_command"]
@@ -40,8 +42,9 @@ def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | No
 
     A FILE may be a directory of span files, or - for standard input.
     """
-    _, graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
-                                    content_store=content_store)
+    # Only the graph is kept: the spans it was built from are freed before it is written.
+    graph, problems = load_graph(files, jaeger_url=jaeger_url, tempo_url=tempo_url,
+                                 content_store=content_store)[1:]
     code = report_problems(problems, strict=strict)
     try:
         if answer:
@@ -53,14 +56,15 @@ def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | No
         graph = trace_subgraph(graph, trace_id)
         if graph.number_of_nodes() == 0:
             raise click.ClickException(f"no memory operation of trace {safe_text(trace_id)} in the input")
-    text = write_graph(graph, fmt)
     if output:
         try:
             with open(output, "w", encoding="utf-8") as handle:
-                handle.write(text)
+                dump_graph(graph, fmt, handle)
         except OSError as error:
             reason = safe_text(error.strerror or error)
             raise click.ClickException(f"cannot write {safe_text(output)}: {reason}") from None
+    elif fmt == "json":  # ASCII only (json escapes the rest): written as it is made
+        dump_graph(graph, fmt, sys.stdout)
     else:
-        click.echo(text, nl=False)
+        click.echo(write_graph(graph, fmt), nl=False)
     raise SystemExit(code)
