@@ -1,4 +1,5 @@
-"""``Mem0Instrumentor``: mem0's ``Memory`` and ``AsyncMemory`` as memtrace operation spans.
+"""``Mem0Instrumentor``: mem0's ``Memory`` and ``AsyncMemory`` (and the platform's ``MemoryClient`` /
+``AsyncMemoryClient``, ``client.py``) as memtrace operation spans.
 
 Enable it once (``Mem0Instrumentor().instrument()``), or run the program under
 ``opentelemetry-instrument``, which finds it through the ``opentelemetry_instrumentor``
@@ -19,6 +20,7 @@ from typing import Any
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from memtrace_otel.instrument.mem0.client import CLIENT_CLASSES, CLIENT_METHODS, CLIENT_MODULE, client_specs
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
 from memtrace_otel.instrument.mem0.methods import method_specs
@@ -77,11 +79,27 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
                     wrapper = wrapper_for(tracer, specs[method], cls.__dict__[method])
                     wrapt.wrap_function_wrapper(cls, method, wrapper)
                     self._wrapped.append((cls, method, wrapper))
+        self._wrap_clients(tracer)
         if version.PROPAGATE_CONTEXT:
             classes = tuple(getattr(module, name) for name in _CLASSES)
             submit = propagate_context(classes)
             wrapt.wrap_function_wrapper(concurrent.futures.ThreadPoolExecutor, "submit", submit)
             self._wrapped.append((concurrent.futures.ThreadPoolExecutor, "submit", submit))
+
+    def _wrap_clients(self, tracer: MemoryTracer) -> None:
+        """The platform clients (``mem0.client.main``), when this mem0ai has them."""
+        try:
+            module = importlib.import_module(CLIENT_MODULE)
+        except ImportError:  # pragma: no cover - every supported mem0ai ships it
+            return
+        specs = client_specs()
+        for class_name in CLIENT_CLASSES:
+            cls = getattr(module, class_name, None)
+            for method in CLIENT_METHODS if cls is not None else ():
+                if method in cls.__dict__:
+                    wrapper = wrapper_for(tracer, specs[method], cls.__dict__[method])
+                    wrapt.wrap_function_wrapper(cls, method, wrapper)
+                    self._wrapped.append((cls, method, wrapper))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         # Our own layers only: another mem0 instrumentation may have wrapped the same methods after us.

@@ -108,7 +108,8 @@ def server_of(memory: Any) -> tuple[str | None, int | None]:
 
     From the store's configuration as mem0 keeps it (``memory.config.vector_store.config``): a
     ``host`` (and ``port``), else the host and port of a ``url``. A local store (a path, in
-    memory) has neither, and the span gets none.
+    memory) has neither, and the span gets none. A platform client (``MemoryClient``) talks to its
+    ``host``.
 
     >>> from types import SimpleNamespace as NS
     >>> server_of(NS(config=NS(vector_store=NS(config=NS(host="qdrant.internal", port=6333, url=None)))))
@@ -117,7 +118,12 @@ def server_of(memory: Any) -> tuple[str | None, int | None]:
     ('vec.example.com', 443)
     >>> server_of(NS(config=NS(vector_store=NS(config=NS(path="/tmp/qdrant", host=None)))))
     (None, None)
+    >>> server_of(NS(host="https://api.mem0.ai"))
+    ('api.mem0.ai', 443)
     """
+    host = getattr(memory, "host", None)  # the platform client (MemoryClient): its API's URL
+    if isinstance(host, str) and "://" in host:
+        return _url_server(host)
     config = getattr(getattr(getattr(memory, "config", None), "vector_store", None), "config", None)
     if config is None:
         return None, None
@@ -129,14 +135,17 @@ def server_of(memory: Any) -> tuple[str | None, int | None]:
     if isinstance(host, str) and host:
         return host, port if isinstance(port, int) and not isinstance(port, bool) else None
     if isinstance(url, str) and "://" in url:
-        try:
-            parts = urlsplit(url)
-            url_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-        except ValueError:
-            return None, None
-        if parts.hostname:
-            return parts.hostname, url_port
+        return _url_server(url)
     return None, None
+
+
+def _url_server(url: str) -> tuple[str | None, int | None]:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return None, None
+    return (parts.hostname, port) if parts.hostname else (None, None)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
