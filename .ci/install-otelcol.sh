@@ -12,7 +12,9 @@
 # module missing from it fails the build instead of being looked up). So no GONOSUMDB, GOSUMDB or
 # GOFLAGS setting is needed here. How .ci/otelcol/ was made, and how to remake it: collector/README.md.
 #
-# Idempotent: does nothing when the binary already exists.
+# Idempotent: does nothing when the binary exists and was built from the sources in .ci/otelcol as
+# they are now (a stamp beside it holds their checksum); a changed manifest (a component added)
+# rebuilds it.
 #   MEMTRACE_OTELCOL_BIN   where the binary goes (default: $HOME/.cache/memtrace/otelcol)
 set -euo pipefail
 
@@ -28,12 +30,14 @@ fail() { printf 'install-otelcol: error: %s\n' "$*" >&2; exit 1; }
 # All in a function, read whole before it runs: editing or replacing this file while a
 # build runs (a git pull) cannot make bash read a half-old script.
 main() {
-    if [[ -x "$BIN" ]]; then
-        say "Collector already built at $BIN; nothing to do (delete it to rebuild)"
-        return 0
-    fi
     [[ -f "$HERE/otelcol/go.sum" && -f "$HERE/otelcol/components.go" ]] \
         || fail "the generated sources are missing from $HERE/otelcol (see collector/README.md)"
+    stamp="$(cd "$HERE/otelcol" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1)"
+    if [[ -x "$BIN" && "$(cat "$BIN.sources" 2>/dev/null)" == "$stamp" ]]; then
+        say "Collector already built at $BIN from these sources; nothing to do (delete it to rebuild)"
+        return 0
+    fi
+    [[ -x "$BIN" ]] && say "the sources in $HERE/otelcol changed since $BIN was built: rebuilding"
 
     # The Go tarball's usual place, for shells whose PATH lacks it.
     if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
@@ -66,7 +70,13 @@ main() {
         grep -q -- "- name: $kind\$" <<<"$exporters" \
             || fail "the built binary lacks the '$kind' exporter ($tmp components)"
     done
+    processors="$(sed -n '/^processors:/,/^[a-z]/p' <<<"$components")"
+    for kind in batch tail_sampling; do
+        grep -q -- "- name: $kind\$" <<<"$processors" \
+            || fail "the built binary lacks the '$kind' processor ($tmp components)"
+    done
     mv -f "$tmp" "$BIN"
+    printf '%s\n' "$stamp" > "$BIN.sources"
     say "built $BIN ($("$BIN" --version)) in $((SECONDS - started)) s"
 }
 

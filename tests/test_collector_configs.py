@@ -14,7 +14,8 @@ from otelcol_harness import require_otelcol_binary
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("config", ["otelcol-tee.yaml", "otelcol-loadbalance.yaml"])
+@pytest.mark.parametrize("config", ["otelcol-tee.yaml", "otelcol-loadbalance.yaml",
+                                    "otelcol-memory-filter.yaml"])
 def test_the_shipped_configs_validate_with_the_documented_variable(config: str, tmp_path: Path) -> None:
     binary = require_otelcol_binary()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMTRACE_", "OTELCOL_"))}

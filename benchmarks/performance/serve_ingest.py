@@ -6,8 +6,9 @@ traces (ingestion traces of extract + update operations, question traces of
 search -> generate -> judge; one trace in a hundred has a failed verdict) as
 fast as the server takes them, over keep-alive connections, for
 ``--seconds``. It samples the server's resident memory every second and
-reports accepted spans per second, 503 (overload) answers, and peak RSS
-against the configured ``--memory-limit``.
+reports accepted spans per second, the server's CPU time (all its threads, from
+``/proc``: spans per CPU-second is what one core's work buys when the machine is
+shared), 503 (overload) answers, and peak RSS against the configured ``--memory-limit``.
 
     python benchmarks/performance/serve_ingest.py --seconds 300 --memory-limit 256
 """
@@ -113,6 +114,12 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _sender(port: int, requests: list[tuple[bytes, int]], stop: threading.Event, totals: dict[str, int],
             lock: threading.Lock) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -167,7 +174,7 @@ def main() -> None:
     lock, stop = threading.Lock(), threading.Event()
     senders = [threading.Thread(target=_sender, args=(port, requests, stop, totals, lock), daemon=True)
                for _ in range(args.connections)]
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), _cpu_seconds(server.pid)
     for sender in senders:
         sender.start()
     peak, samples = 0.0, []
@@ -180,6 +187,7 @@ def main() -> None:
     for sender in senders:
         sender.join(30)
     elapsed = time.monotonic() - started
+    cpu = _cpu_seconds(server.pid) - cpu_started  # on a shared machine: what one core's work bought
     server.terminate()
     server.wait(120)
     log_file.seek(0)
@@ -188,6 +196,8 @@ def main() -> None:
           f"rate {totals['spans'] / elapsed:,.0f} spans/s  "
           f"overload answers {totals.get('http_503', 0)}  other errors "
           f"{sum(v for k, v in totals.items() if k.startswith('http_') and k != 'http_503')}")
+    print(f"server CPU {cpu:.1f} s ({cpu / elapsed:.0%} of the run): "
+          f"{totals['spans'] / cpu if cpu else 0:,.0f} spans per CPU-second")
     print(f"server RSS: peak {peak:.0f} MiB, last {samples[-1] if samples else 0:.0f} MiB, "
           f"limit {args.memory_limit} MiB")
     print(summary[-1] if summary else f"no summary from memtrace serve (exit {server.returncode})")
