@@ -51,6 +51,8 @@ LOONGSUITE_MEMORY = LOONGSUITE_MEMORY_OPERATION
 LOONGSUITE_METHOD, LOONGSUITE_RECORD_ID = LoongsuiteMem0.OPERATION, LoongsuiteMem0.RECORD_ID
 LOONGSUITE_INPUT, LOONGSUITE_OUTPUT = LoongsuiteMem0.INPUT_MESSAGES, LoongsuiteMem0.OUTPUT_MESSAGES
 
+_MAX_RECORDS_CHARS = 4_000_000
+"""A records attribute longer than this is not parsed (a Python literal is parsed in memory at once)."""
 _GENAI_MEMORY = {str(op.value) for op in GENAI_OPERATION_CATEGORY if op != GenAIOperation.RETRIEVAL}
 _STORE, _DELETE, _READ = "store", "delete", "read"
 
@@ -115,6 +117,9 @@ def _records(value: Any, span: SpanRecord, key: str,
         return None
     parsed: Any = value
     if isinstance(value, str):
+        if len(value) > _MAX_RECORDS_CHARS:
+            report(problems, span, key, f"is over {_MAX_RECORDS_CHARS} characters; ignored")
+            return None
         try:
             parsed = json.loads(value)
         except ValueError:
