@@ -448,7 +448,8 @@ def _record_lines(value: object, when: str | None) -> list[str]:
     return lines
 
 
-_HEADER_DAY = re.compile(r"\s*\[(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b[^\]]*\]")
+_HEADER_DAY = re.compile(r"\s*\[(?:[^\]\[]{0,20}?\bon )?(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b[^\]]*\]")
+"""A line's date header: ``[8 May 2023]``, or LoCoMo's ``[1:56 pm on 8 May, 2023]``."""
 _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
     r"\b(?:(yesterday|today|tonight|tomorrow)"

@@ -72,8 +72,13 @@ class LineageCase:
 class Carrying:
     """Presence test for one evidence message's information: content, or lineage without it."""
 
-    def __init__(self, case: LineageCase, evidence: str, info: Information, *, structural: bool) -> None:
+    def __init__(self, case: LineageCase, evidence: str, info: Information, *, structural: bool,
+                 stated: Information | None = None) -> None:
         self.case, self.evidence, self.info, self.structural = case, evidence, info, structural
+        # The whole gold, when it says more than the evidence's words hold (an abstractive gold) and
+        # is a statement, not a bare date or name: what a memory written from the evidence may say.
+        self.stated = stated if (stated is not None and len(stated.gold) >= _PARAPHRASE_MIN_WORDS
+                                 and len(stated.gold) > len(info.gold)) else None
         self._descendants: set[str] | None = None
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
@@ -95,6 +100,11 @@ class Carrying:
             return True
         if self.case.semantic is not None and self.info.text and self._paraphrases(variable):
             return True
+        if variable in self.descendants and self._keeps_rare_gold(variable):
+            return True
+        if self.stated is not None and variable in self.descendants and any(
+                self.stated.gold_in(line) for line in index.lines(variable)):
+            return True  # written from the evidence, it says the gold the message said in other words
         if index.data(variable).get("kind") not in STORED_KINDS and self._references_carrier(variable):
             return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
@@ -113,6 +123,20 @@ class Carrying:
             return variable in self.descendants
         before = {text for text, _ in index.pieces(besides)} if besides is not None else set()
         return any(self.info.related(tokens) for text, tokens in index.pieces(variable) if text not in before)
+
+    def _keeps_rare_gold(self, variable: str) -> bool:
+        """Whether a statement of ``variable``, written from the evidence, keeps all of a rare gold and
+        some of its sentence, though not what the question asks by.
+
+        An extractor leaves out circumstances ("I was out walking in my neighborhood
+        when I came across a rainbow sidewalk" -> "found a rainbow sidewalk"); a
+        gold this rare in the conversation identifies the fact. A sentence quoted
+        word for word from another message is that message's, not this one's.
+        """
+        index = self.case.index
+        return self.info.specific and any(self.info.identified_by(tokens)
+                                          and not index.quoted_message(text) - {self.evidence}
+                                          for text, tokens in index.pieces(variable))
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.

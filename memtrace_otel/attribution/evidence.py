@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from memtrace_otel.attribution.base import FailureCase
-from memtrace_otel.attribution.graph_index import graph_index
+from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information, split_header, tokenize
 from memtrace_otel.graph.query import evidence_variables
 from memtrace_otel.semconv import VariableKind
@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _RANKED_EVIDENCE = 3
+_MEMORY_SEARCH_KEYS = 4
+_MEMORY_SAYS = 0.5  # a memory says the correction when it holds half of it (weighted), as a runner-up must
 _RERANK_DEPTH = 40
 # Weights of question_fit's cues. Coverage (the question's words the message's own body says) is
 # the main one; the others separate messages that cover the question alike.
@@ -97,6 +99,8 @@ def find_evidence(G: nx.DiGraph, case: FailureCase, *, use_embeddings: bool = Tr
         return [], False
     fits = _fits(ranked[:_RERANK_DEPTH], case.question, case.prediction, case.gold,
                  lambda m: index.text(m, resolve=False))
+    if case.gold:
+        _said_by_memory(index, case, fits, stores)
     best, *others = sorted(fits, key=lambda m: -fits[m])
     if not case.gold:
         return [best], False
@@ -106,6 +110,45 @@ def find_evidence(G: nx.DiGraph, case: FailureCase, *, use_embeddings: bool = Tr
     close = [m for m in others[:_RANKED_EVIDENCE - 1]
              if fits[m] >= fits[best] - _CLOSE and info.carried_by(index.tokens(m), threshold=0.5)]
     return [best, *close], False
+
+
+def _said_by_memory(index: GraphIndex, case: FailureCase, fits: dict[str, float],
+                    stores: Iterable[str] | None) -> None:
+    """Credit each message with the correction its memories say, when they say more of it than it does.
+
+    Extractors rewrite a turn into third-person facts, and a correction is
+    often worded like them rather than like the turn ("a safe place for people
+    to grow" against "I want to build a safe place ..."): when no ranked message
+    says the correction in its own words, a message says it if a memory written
+    from it does (an extractor may also pull a fact from the turns around, so
+    a message's own words come first). Memories holding the
+    correction's words are found through the memory index; each one's origin
+    messages (:meth:`.GraphIndex.origin_messages`) take its :func:`correction_fit`
+    where it is higher than their own, and join the candidates if the ranking
+    left them out.
+    """
+    gold, question = case.gold or "", case.question
+    weights = critical_information(gold, question).gold
+    if not weights or any(correction_fit(gold, question, index.text(m, resolve=False)) >= _MEMORY_SAYS
+                          for m in fits):
+        return  # a message says it in its own words: that is the evidence, whatever was extracted
+    keys = sorted(weights, key=lambda t: (-weights[t], t))[:_MEMORY_SEARCH_KEYS]
+    said: dict[str, float] = {}
+    for unit in sorted(index.candidates(keys, stores=stores)):
+        if index.data(unit).get("kind") != VariableKind.MEMORY_UNIT:
+            continue
+        fit = correction_fit(gold, question, index.text(unit, resolve=False))
+        if fit < _MEMORY_SAYS:
+            continue
+        for message in index.origin_messages(unit):
+            said[message] = max(said.get(message, 0.0), fit)
+    for message in sorted(said, key=lambda m: (-said[m], m))[:_RERANK_DEPTH]:
+        text = index.text(message, resolve=False)
+        own = correction_fit(gold, question, text)
+        if message not in fits:
+            fits[message] = question_fit(question, case.prediction, text, _RERANK_DEPTH) + _CORRECTION * own
+        if said[message] > own:
+            fits[message] += _CORRECTION * (said[message] - own)
 
 
 def rerank_by_question(ranked: list[str], question: str | None, prediction: str | None,

@@ -51,6 +51,8 @@ _DELETION_MARKER = "DELETED"
 _RECORD_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{12,}(?![0-9a-f])")
 """A record id as stores write them (hex, uuid parts): what an id list and a unit's name share."""
 _SPECIFIC_MESSAGES = 3
+_ORIGIN_STEPS = 4
+_NOT_ORIGIN = frozenset({VariableKind.PROMPT, VariableKind.QUERY, VariableKind.CONTEXT, VariableKind.ANSWER})
 _STORE_SEARCH_STEPS = 3
 Postings = dict[str, set[str]]
 
@@ -99,6 +101,7 @@ class GraphIndex:
         self._unit_ids: dict[str, list[str]] | None = None
         self._message_sentences: dict[str, frozenset[str]] | None = None
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
+        self._origins: dict[str, list[str]] = {}
 
     @property
     def has_content(self) -> bool:
@@ -218,6 +221,32 @@ class GraphIndex:
         """
         return [v for v in self.outputs(op) if not self.internal(v) or any(
             reader != op and not self.is_step(reader) for reader in self.readers(v))]
+
+    def origin_messages(self, variable: str) -> list[str]:
+        """The messages a stored variable was written from: backward through its producers' inputs
+        (prompts, queries and retrieved contexts aside) for a few operations, sorted.
+
+        What ties an extracted memory (third-person, paraphrased) to the turn that said it.
+        """
+        found = self._origins.get(variable)
+        if found is None:
+            messages: set[str] = set()
+            frontier, seen = [variable], {variable}
+            for _ in range(_ORIGIN_STEPS):
+                ops = {p for v in frontier if (p := self.producer(v)) is not None
+                       and self.category(p) not in _READ_SIDE}
+                frontier = []
+                for op in sorted(ops):
+                    for v in self.inputs(op):
+                        kind = self.G.nodes[v].get("kind")
+                        if v in seen or kind in _NOT_ORIGIN or kind in STORED_KINDS:
+                            continue  # an older memory merged in came from other messages
+                        seen.add(v)
+                        (messages.add(v) if kind == VariableKind.MESSAGE else frontier.append(v))
+                if not frontier:
+                    break
+            found = self._origins[variable] = sorted(messages)
+        return found
 
     def query_reads(self) -> list[tuple[int, frozenset[str]]]:
         """(order, queries read) of every retrieval and rerank that reads a query, in execution order:

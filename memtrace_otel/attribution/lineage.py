@@ -379,7 +379,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
         specific=index.specific,
     )
     structural = case.structural or not info
-    carries = Carrying(case, evidence, info, structural=structural)
+    carries = Carrying(case, evidence, info, structural=structural,
+                       stated=critical_information(failure.gold, failure.question) if failure.gold else None)
     verdict = _read_side(case, carries) or _write_side(case, carries)
     if verdict is None:
         return None

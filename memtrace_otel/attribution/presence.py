@@ -184,6 +184,12 @@ class Information:
             return False
         return not self.gold or _share(self.gold, self.gold_total, tokens) >= threshold
 
+    def identified_by(self, tokens: frozenset[str]) -> bool:
+        """Whether a line with ``tokens`` holds all of a rare (``specific``) gold and some of its sentence:
+        enough to identify the fact without what the question asks by."""
+        return (self.specific and bool(self.gold) and self.gold.keys() <= tokens and self.exact <= tokens
+                and _share(self.sentence, self.sentence_total, tokens) >= _SPECIFIC_SENTENCE_SHARE)
+
     def related(self, tokens: frozenset[str]) -> bool:
         """Whether a line with ``tokens`` is about this fact: much of its sentence (or gold) without
         asking that it keep the answer."""

@@ -1,0 +1,173 @@
+"""What carries a fact when an extractor rewrites it (issue 23, the real mem0 with a paraphrasing model).
+
+Each test fails without the mechanism it names.
+"""
+
+from __future__ import annotations
+
+from memtrace_otel.attribution.presence import critical_information, tokenize
+from memtrace_otel.text import readable
+
+WALK = "What did Caroline find in her neighborhood during her walk?"
+SAID = ("[25 August 2023] Caroline: I was out walking in my neighborhood when I came across this cool "
+        "rainbow sidewalk for Pride Month.")
+EXTRACTED = ("Caroline found a rainbow sidewalk that reminded her that love and acceptance are everywhere "
+             "(25 August 2023).")  # far from the turn in embedding space: only the rare gold ties them
+
+
+def test_a_rare_gold_said_whole_identifies_the_fact_without_the_circumstances_the_question_asks_by():
+    """The extractor kept 'rainbow sidewalk' and left out 'walking in my neighborhood': a gold this rare
+    identifies the fact; a common one does not, and neither does a line without all of it."""
+    rare = critical_information("a rainbow sidewalk", WALK, SAID, specific=lambda _tokens: True)
+    common = critical_information("a rainbow sidewalk", WALK, SAID, specific=lambda _tokens: False)
+    assert rare.identified_by(tokenize(EXTRACTED)) and not common.identified_by(tokenize(EXTRACTED))
+    assert not rare.identified_by(tokenize("Caroline saw a rainbow during her walk (25 August 2023)."))
+    assert not rare.carried_by(tokenize(EXTRACTED))  # the plain presence test still asks for the topic
+
+
+def _walk_history(provider, quoted: bool):  # type: ignore[no-untyped-def]
+    """Caroline's walk turn extracted without its circumstances, then a search that missed the unit.
+    With ``quoted``, Melanie's later turn repeats the gold word for word and is stored as said."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": (SAID, EXTRACTED),
+             "D1:2": ("[25 August 2023] Melanie: I painted a lake sunrise last year.",
+                      "Melanie painted a lake sunrise in 2022 (25 August 2023).")}
+    if quoted:
+        turns["D1:3"] = ("[26 August 2023] Melanie: You found a vibrant rainbow sidewalk during Pride Month.",
+                         "You found a vibrant rainbow sidewalk during Pride Month.")
+    units = {}
+    for dia_id, (text, fact) in turns.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            kept = "Caroline went out." if quoted and dia_id == "D1:1" else fact
+            facts = op.write(f"facts:{dia_id}", kept, kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", WALK, kind=VariableKind.QUERY)
+        unit = op.read(units["D1:2"])
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "a lake sunrise", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=WALK, prediction="a lake sunrise", gold="a rainbow sidewalk",
+                             evidence=["D1:1"], answer=answer, case_id="q1")
+    return ops
+
+
+def _walk_verdict(exporter):  # type: ignore[no-untyped-def]
+    from memtrace_otel.attribution import FailureCase
+    from memtrace_otel.attribution.lineage import LineageEngine
+    from memtrace_otel.graph.build import build_graph
+    from memtrace_otel.graph.query import failed_evaluations
+    from memtrace_otel.spans.model import record_from_readable
+
+    G = build_graph(record_from_readable(s) for s in exporter.get_finished_spans())
+    return LineageEngine().attribute(G, FailureCase.from_graph(G, failed_evaluations(G)[0]))
+
+
+def test_a_unit_written_from_the_evidence_that_keeps_a_rare_gold_carries_it(tracer_provider, span_exporter):
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _walk_history(tracer_provider, quoted=False)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_another_message_repeating_a_rare_gold_does_not_carry_the_evidence(tracer_provider, span_exporter):
+    """Only a statement written from the evidence counts: Melanie's own words are Melanie's message."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _walk_history(tracer_provider, quoted=True)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
+
+
+def test_a_locomo_date_header_resolves_relative_times():
+    """mem0 apps send LoCoMo's own date string as the turn's header: 'yesterday' is resolved against it."""
+    line = "[3:19 pm on 28 August, 2023] Melanie: I took my kids to a park yesterday."
+    assert readable(line) == ("[3:19 pm on 28 August, 2023] Melanie: I took my kids to a park yesterday "
+                              "[27 August 2023].")
+    info = critical_information("27 August 2023", "When did Melanie go to the park?", readable(line))
+    assert info.carried_by(tokenize("Melanie took her kids to a park (27 August 2023)."))
+    assert not info.carried_by(tokenize("Melanie took her kids to a park (28 August 2023)."))
+
+
+# -- evidence without ids, located by content against paraphrased memories ---------------------------
+
+TURNS = {
+    "D1:1": "[8 May 2023] Caroline: I want to build a home where people feel welcome to learn and "
+            "become who they are.",
+    "D1:2": "[8 May 2023] Melanie: The park near us is a safe place for kids to grow and play.",
+    "D1:3": "[8 May 2023] Melanie: My kids love the inviting playground there.",
+    "D1:4": "[8 May 2023] Caroline: I painted a lake sunrise last year.",
+}
+EXTRACTED_FACTS = {  # what the extractor wrote from each turn: third person, in its own words
+    "D1:1": "Caroline wants to create a safe and inviting place for people to grow.",
+    "D1:2": "Melanie's kids play in a park near their home.",
+    "D1:3": "Melanie's kids love the playground.",
+    "D1:4": "Caroline painted a lake sunrise in 2022.",
+}
+VISION = "What kind of place does Caroline want to create for people?"
+CORRECTION = "a safe and inviting place for people to grow"
+
+
+def _vision_history(provider, signal: str = "correction"):  # type: ignore[no-untyped-def]
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    units = {}
+    for dia_id, text in TURNS.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", EXTRACTED_FACTS[dia_id], kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", EXTRACTED_FACTS[dia_id], kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        context = op.span_context
+        ops["search"] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+        op.write("query:q1", VISION, kind=VariableKind.QUERY)
+        read = [op.read(units[d]) for d in ("D1:2", "D1:3")]
+        retrieved = op.write("context:q1", "\n".join(str(u.content) for u in read), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "a park", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=VISION, prediction="a park", gold=CORRECTION, evidence=[],
+                             answer=answer, case_id="q1", signal=signal)
+    return ops
+
+
+def test_evidence_without_ids_is_found_through_the_memory_that_says_the_correction(
+        tracer_provider, span_exporter):
+    """No message says 'a safe and inviting place for people to grow'; Melanie's park message shares
+    more of its words than Caroline's turn does. The memory extracted from Caroline's turn says it:
+    that turn is the evidence, and the search that missed its memory is to blame."""
+    from memtrace_otel.attribution import ErrorType, FailureCase
+    from memtrace_otel.attribution.evidence import find_evidence
+    from memtrace_otel.attribution.lineage import LineageEngine
+    from memtrace_otel.graph.build import build_graph
+    from memtrace_otel.graph.query import failed_evaluations
+    from memtrace_otel.spans.model import record_from_readable
+
+    ops = _vision_history(tracer_provider)
+    G = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
+    case = FailureCase.from_graph(G, failed_evaluations(G)[0])
+    assert case.evidence == [] and case.gold == CORRECTION
+    found, given = find_evidence(G, case)
+    assert not given and G.nodes[found[0]]["name"] == "msg:D1:1"
+    verdict = LineageEngine().attribute(G, case)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
