@@ -205,6 +205,15 @@ def _steps(span: SpanRecord, problems: list[Problem]) -> list[dict[str, Any]]:
     return steps
 
 
+# One data dict per edge role, shared by every edge the builder makes (as networkx shares one dict
+# between succ[u][v] and pred[v][u]): a 100k-span graph has ~300k such edges, and a dict each was
+# ~55 MiB of the build's ~450. Nothing changes an edge's data after the build (G.copy() and
+# subgraph(...).copy() copy it); networkx's add_edge on an existing edge would update the shared
+# dict, so code adding edges to a built graph adds only new ones (graph/verdicts.py checks first).
+_INPUT_EDGE: dict[str, Any] = {"role": "input"}
+_OUTPUT_EDGE: dict[str, Any] = {"role": "output"}
+_VERSION_EDGE: dict[str, Any] = {"role": "version"}
+
 class _Builder:
     """Accumulates one graph; not thread-safe (one builder per build).
 
@@ -363,14 +372,14 @@ class _Builder:
         variables, ins = self.variables, pred[node]
         for variable_id in strings(a.get(_INPUTS), _INPUTS, span, problems):
             if variable_id in variables or self.new_variable(variable_id, span, _INPUTS):
-                succ[variable_id][node] = ins[variable_id] = {"role": "input"}
+                succ[variable_id][node] = ins[variable_id] = _INPUT_EDGE
         outs = succ[node]
         for variable_id in strings(a.get(_OUTPUTS), _OUTPUTS, span, problems):
             if variable_id in variables or self.new_variable(variable_id, span, _OUTPUTS):
                 writers = pred[variable_id]
                 if writers and node not in writers:
                     self.duplicate(variable_id, next(iter(writers)), span)
-                outs[variable_id] = writers[node] = {"role": "output"}
+                outs[variable_id] = writers[node] = _OUTPUT_EDGE
         if self.malformed:
             self.report_malformed(span)
 
@@ -468,7 +477,7 @@ class _Builder:
         generations = [(n, d["trace_id"], d["start"] or 0) for n, d in self.nodes.items()
                        if d["type"] == OPERATION and d["category"] == _GENERATION]
         for variable_id, node in search_contexts(contexts, generations):
-            self.succ[variable_id][node] = self.pred[node][variable_id] = {"role": "input"}
+            self.succ[variable_id][node] = self.pred[node][variable_id] = _INPUT_EDGE
 
     def finish(self) -> nx.DiGraph:
         if self.foreign:
@@ -507,7 +516,7 @@ class _Builder:
                 for before, after in pairwise(found):  # ids are canonical: both nodes exist
                     source, target = f"{name}@{before}", f"{name}@{after}"
                     if target not in succ[source]:  # an edge already there keeps its role
-                        succ[source][target] = pred[target][source] = {"role": "version"}
+                        succ[source][target] = pred[target][source] = _VERSION_EDGE
 
 
 def build_graph(spans: Iterable[SpanRecord], *, content: ContentLookup | None = None,
