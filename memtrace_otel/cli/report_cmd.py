@@ -18,7 +18,7 @@ evaluation of each attributed (found by ``memtrace.evaluation.case``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -51,11 +51,11 @@ from memtrace_otel.report import (
     draw_failures,
     jaeger_linker,
     no_links,
-    render_page,
     tempo_linker,
 )
 from memtrace_otel.report.figdata import reindex
 from memtrace_otel.report.links import SpanLinker
+from memtrace_otel.report.page import page_pieces
 from memtrace_otel.spans.model import Problem
 from memtrace_otel.spans.readers import SpanReadResult, read_span_files
 
@@ -275,19 +275,19 @@ def write_report(ctx: click.Context, batches: list[list[Pipeline]], code: int, *
     order = {case: i for i, case in enumerate(c for b in batches for p in b for c, _ in p.cases)}
     if order:  # the callers' case order, though cases sharing a graph were drawn together
         failures.sort(key=lambda f: order.get(f.attribution.case.case_id, len(order)))
-    page = render_page(failures, table, title=f"memtrace report: {len(failures)} failed answer(s)",
-                       pipelines=sum(len(b) for b in batches))
-    _write(out, page)
+    _write(out, page_pieces(failures, table, title=f"memtrace report: {len(failures)} failed answer(s)",
+                            pipelines=sum(len(b) for b in batches)))
     say(f"wrote {safe_markup(out)}: {len(failures)} failed answer(s)")
     ctx.exit(code)
 
 
-def _write(path: str, page: str) -> None:
-    """Write through a temporary file and rename, so a half-written report never replaces a good one."""
+def _write(path: str, page: Iterable[str]) -> None:
+    """Write through a temporary file and rename, so a half-written report never replaces a good one.
+    The page comes in pieces, written as they are made (never held whole)."""
     temporary = f"{path}.tmp{os.getpid()}"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(page)
+            handle.writelines(page)
         os.replace(temporary, path)
     except OSError as error:
         if os.path.exists(temporary):

@@ -26,7 +26,7 @@ from memtrace_otel.report.slice import LineageSlice, lineage_slice
 from memtrace_otel.report.style import PAGE_CSS, PAGE_SCRIPT
 from memtrace_otel.report.svg import ARROW_DEFS, esc, short
 
-__all__ = ["DrawnFailure", "ReportInput", "draw_failures", "render_page", "render_report"]
+__all__ = ["DrawnFailure", "ReportInput", "draw_failures", "page_pieces", "render_page", "render_report"]
 
 _SHOWN_TEXT = 2000
 _SIGNAL_LABEL = {"gold": "gold answer", "correction": "user's correction", "judge": "judge",
@@ -165,11 +165,11 @@ _LEGEND = ('<p class="legend"><span class="key root-cause">root cause</span> '
            'each shaded band is one trace.</p>')
 
 
-def _figures(figures: list[list[Any]], table: StringTable) -> str:
+def _figures(figures: list[list[Any]], table: StringTable) -> Iterator[str]:
     # JSON data elements: parsed only when a section is drawn; script_json leaves no "<" to end one.
-    return (f'<script type="application/json" id="mt-strings">{script_json(table.strings)}</script>'
-            + "".join(f'<script type="application/json" id="fig-{i}">{script_json(record)}</script>'
-                      for i, record in enumerate(figures)))
+    yield f'<script type="application/json" id="mt-strings">{script_json(table.strings)}</script>'
+    for i, record in enumerate(figures):
+        yield f'<script type="application/json" id="fig-{i}">{script_json(record)}</script>'
 
 
 def draw_failures(group: ReportInput, table: StringTable, *, linker: SpanLinker = no_links,
@@ -189,6 +189,23 @@ def draw_failures(group: ReportInput, table: StringTable, *, linker: SpanLinker 
         yield _section(group.graph, a, lineage, group.label, linker, record)
 
 
+def page_pieces(failures: Sequence[DrawnFailure], table: StringTable, *, title: str = "memtrace report",
+                pipelines: int = 1) -> Iterator[str]:
+    """:func:`render_page`'s text in pieces, a section or a picture's data at a time: ``memtrace report``
+    writes them as they come, so a page of thousands of failures is never held whole (nor its
+    sections and pictures joined apart), which was its command's peak memory."""
+    summary = _summary([f.attribution for f in failures], pipelines)
+    yield (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+           '<meta name="viewport" content="width=device-width, initial-scale=1">'
+           f'<style>{PAGE_CSS}</style></head>'
+           f'<body>{ARROW_DEFS}{summary}<main>')
+    for number, f in enumerate(failures, 1):
+        yield _numbered(number, f)
+    yield '</main>'
+    yield from _figures([f.record for f in failures], table)
+    yield f'<script>{PAGE_SCRIPT}</script></body></html>'
+
+
 def render_page(failures: Sequence[DrawnFailure], table: StringTable, *, title: str = "memtrace report",
                 pipelines: int = 1) -> str:
     """The HTML page of drawn ``failures`` (their records indexing ``table``), numbered in order.
@@ -196,14 +213,7 @@ def render_page(failures: Sequence[DrawnFailure], table: StringTable, *, title: 
     >>> "<html" in render_page([], StringTable())
     True
     """
-    sections = "".join(_numbered(number, f) for number, f in enumerate(failures, 1))
-    summary = _summary([f.attribution for f in failures], pipelines)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<style>{PAGE_CSS}</style></head>'
-            f'<body>{ARROW_DEFS}{summary}<main>{sections}</main>'
-            f'{_figures([f.record for f in failures], table)}'
-            f'<script>{PAGE_SCRIPT}</script></body></html>')
+    return "".join(page_pieces(failures, table, title=title, pipelines=pipelines))
 
 
 def render_report(inputs: Iterable[ReportInput], *, linker: SpanLinker = no_links,
