@@ -308,7 +308,7 @@ def _spans_per_run() -> int:
 
 
 _ANALYZE = """
-import collections, json, sys, time, resource
+import collections, json, sys, time
 from memtrace_otel.attribution.runner import attribute_failures
 from memtrace_otel.graph import build_graph
 from memtrace_otel.spans import read_span_files
@@ -329,7 +329,9 @@ print(json.dumps({
     "unattributed": sum(a.operation is None for a in attributions), "types": dict(sorted(types.items())),
     "longest_chain": max((len(v) for v in __import__("memtrace_otel.graph.index", fromlist=["x"])
                           .variables_by_name(graph).values()), default=0),
-    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    # VmHWM, this process's own high-water mark: ru_maxrss starts from the parent's at fork.
+    "peak_rss_mib": next(int(line.split()[1]) for line in open("/proc/self/status")
+                         if line.startswith("VmHWM:")) / 1024,
 }))
 """
 
