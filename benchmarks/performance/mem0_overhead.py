@@ -19,15 +19,27 @@ interpreter's invalidated caches instead. That the pass-through wrappers themsel
 cost nothing measurable is shown apart: alternating blocks of calls uninstrumented and
 instrumented-but-suppressed. Target: added time <= 5% of the call's own time.
 
-    ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/mem0_overhead.py [--pairs 150] [--top-k 10]
+The same pairs measure another mem0 instrumentation (``--instrumentation loongsuite``:
+loongsuite-instrumentation-mem0, in the venv CI builds for it, with memtrace's instrumentor not
+loaded); there the untraced call of a pair is the method its wrapper wraps (``__wrapped__``),
+since that instrumentation does not honour ``suppress_instrumentation``. ``--compare`` runs, from
+one command, worker processes of each instrumentation in its own venv in alternating rounds
+(``--rounds``, medians; ``--before DIR`` adds memtrace from another checkout, e.g. a ``git
+worktree`` of the previous commit, run in the memtrace venv).
+
+    ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_overhead.py [--pairs 150]
+    python benchmarks/performance/mem0_overhead.py --compare [--rounds 3] [--pairs 60] [--before DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.metadata
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,15 +48,19 @@ from typing import Any
 
 os.environ["MEM0_TELEMETRY"] = "False"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# This checkout first: a cached venv's editable install may point at another clone of the project.
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "mem0")]
+# This checkout first (or the one ``--checkout`` names): a cached venv's editable install may point
+# at another clone of the project.
+_CHECKOUT = sys.argv[sys.argv.index("--checkout") + 1] if "--checkout" in sys.argv[:-1] else ROOT
+sys.path[:0] = [_CHECKOUT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "mem0")]
+VENVS = os.environ.get("MEMTRACE_MEM0_VENVS", os.path.expanduser("~/.cache/memtrace/venvs"))
+_WORKER_VENVS = {"memtrace": "mem0ai-1.0.11", "loongsuite": "mem0ai-1.0.11-peers"}
+"""The venvs ``.ci/install-mem0-venvs.sh`` builds: mem0ai 1.0.11 with this checkout, and with
+loongsuite-instrumentation-mem0 0.9.0 (OpenLIT 1.45.0 does not resolve on Python 3.11)."""
 
 from mem0_app import config  # noqa: E402  (the generation tests' offline mem0 configuration)
 from opentelemetry.instrumentation.utils import suppress_instrumentation  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
-
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation  # noqa: E402
 
 from openai_server import Reply, ScriptedOpenAIServer  # noqa: E402
 
@@ -54,6 +70,12 @@ _TARGET = 0.05
 class _Discard(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return SpanExportResult.SUCCESS
+
+
+@functools.cache
+def mem0_generation() -> int:
+    """The installed mem0ai's major version, read once (the local server asks on every reply)."""
+    return int(importlib.metadata.version("mem0ai").split(".", 1)[0])
 
 
 def _llm(body: dict[str, Any]) -> Reply:
@@ -73,19 +95,23 @@ def _once(call: Callable[[], Any], clock: Callable[[], float] = time.perf_counte
     return clock() - start
 
 
-def _pair(call: Callable[[], Any], traced_first: bool, clock: Callable[[], float]) -> tuple[float, float]:
-    """One call with instrumentation suppressed, one traced, back to back: (suppressed, traced) s."""
+def _pair(call: Callable[[], Any], untraced: Callable[[], Any], traced_first: bool,
+          clock: Callable[[], float]) -> tuple[float, float]:
+    """One call untraced, one traced, back to back: (untraced, traced) seconds."""
     times: dict[bool, float] = {}
     for traced in (traced_first, not traced_first):
-        if traced:
-            times[traced] = _once(call, clock)
-        else:
-            with suppress_instrumentation():
-                times[traced] = _once(call, clock)
+        times[traced] = _once(call if traced else untraced, clock)
     return times[False], times[True]
 
 
-def _blocks(instrumentor: Mem0Instrumentor, provider: TracerProvider, call: Callable[[], Any],
+def _suppressed(call: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        with suppress_instrumentation():
+            return call()
+    return run
+
+
+def _blocks(instrumentor: Any, provider: TracerProvider, call: Callable[[], Any],
             blocks: int, size: int) -> tuple[float, float]:
     """Median call uninstrumented and instrumented-but-suppressed, in alternating blocks (seconds):
     what the wrappers cost when they trace nothing."""
@@ -101,37 +127,80 @@ def _blocks(instrumentor: Mem0Instrumentor, provider: TracerProvider, call: Call
     return statistics.median(times[False]), statistics.median(times[True])
 
 
-def measure(pairs: int, top_k: int) -> dict[str, Any]:
+def _instrumentor(name: str) -> Any:
+    if name == "memtrace":
+        from memtrace_otel.instrument.mem0 import Mem0Instrumentor
+
+        return Mem0Instrumentor()
+    from opentelemetry.instrumentation.mem0 import Mem0Instrumentor as LoongsuiteMem0Instrumentor
+
+    return LoongsuiteMem0Instrumentor()
+
+
+def _unwrapped(memory: Any, method: str) -> Callable[..., Any]:
+    """The method as it was before any instrumentation wrapped it (every ``wrapt`` layer off)."""
+    function = type(memory).__dict__[method]
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return functools.partial(function, memory)
+
+
+def measure(pairs: int, top_k: int, instrumentation: str = "memtrace") -> dict[str, Any]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(_Discard()))
-    instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
+    instrumentor, counter = _instrumentor(instrumentation), iter(range(10**9))
     scope: dict[str, Any] = ({"user_id": "u", "limit": top_k} if mem0_generation() == 1
                              else {"filters": {"user_id": "u"}, "top_k": top_k})
     results: dict[str, list[tuple[float, float]]] = {"add": [], "search": []}
     cpu: dict[str, list[tuple[float, float]]] = {"add": [], "search": []}
+    spans = _Counting()
+    provider.add_span_processor(spans)
     with ScriptedOpenAIServer(_llm) as server, tempfile.TemporaryDirectory() as data:
         from mem0 import Memory
 
         memory = Memory.from_config(config(server.base_url, data))
-        calls = {"add": lambda: memory.add(f"I note item {next(counter)} today.", user_id="u"),
-                 "search": lambda: memory.search(f"What item number {next(counter)}?", **scope)}
         instrumentor.instrument(tracer_provider=provider)
+        methods = {"add": lambda m: m(f"I note item {next(counter)} today.", user_id="u"),
+                   "search": lambda m: m(f"What item number {next(counter)}?", **scope)}
+        calls = {name: functools.partial(use, getattr(memory, name)) for name, use in methods.items()}
+        # memtrace honours suppress_instrumentation (its wrappers pass straight through, as every
+        # contrib instrumentor's do); loongsuite does not: its untraced call is the bare method.
+        untraced = {name: (_suppressed(call) if instrumentation == "memtrace"
+                           else functools.partial(methods[name], _unwrapped(memory, name)))
+                    for name, call in calls.items()}
         for _ in range(2 * top_k):  # warm up (hooks installed), and give search something to find
             calls["add"]()
             calls["search"]()
+        per_call = {}
+        for name, call in calls.items():  # spans one traced call makes
+            before = spans.count
+            call()
+            provider.force_flush()
+            per_call[name] = spans.count - before
         for i in range(pairs):
             for name, call in calls.items():
-                results[name].append(_pair(call, i % 2 == 0, time.perf_counter))
-                cpu[name].append(_pair(call, i % 2 == 1, time.process_time))
-        dispatch = {name: _blocks(instrumentor, provider, call, 5, max(2, pairs // 10))
-                    for name, call in calls.items()}
+                results[name].append(_pair(call, untraced[name], i % 2 == 0, time.perf_counter))
+                cpu[name].append(_pair(call, untraced[name], i % 2 == 1, time.process_time))
+        dispatch = ({name: _blocks(instrumentor, provider, call, 5, max(2, pairs // 10))
+                     for name, call in calls.items()} if instrumentation == "memtrace" else {})
         instrumentor.uninstrument()
         getattr(memory, "close", lambda: None)()
     provider.shutdown()
-    return {name: {**_summary(pairs_), "bare_ms": dispatch[name][0] * 1e3,
-                   "suppressed_ms": dispatch[name][1] * 1e3,
+    return {name: {**_summary(pairs_), "spans": per_call[name],
+                   **({"bare_ms": dispatch[name][0] * 1e3, "suppressed_ms": dispatch[name][1] * 1e3}
+                      if name in dispatch else {}),
                    **{f"cpu_{k}": v for k, v in _summary(cpu[name]).items()}}
             for name, pairs_ in results.items()}
+
+
+class _Counting(SpanProcessor):
+    """Counts ended spans (how many spans one traced call makes)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.count += 1
 
 
 def _summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
@@ -141,28 +210,94 @@ def _summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
             "added_ms": added * 1e3, "share": added / base}
 
 
+def _worker(instrumentation: str, pairs: int, top_k: int, checkout: str | None) -> dict[str, Any]:
+    """One measurement in a fresh process of the instrumentation's own venv."""
+    python = os.path.join(VENVS, _WORKER_VENVS[instrumentation], "bin", "python")
+    command = [python, os.path.abspath(__file__), "--json", "--instrumentation", instrumentation,
+               "--pairs", str(pairs), "--top-k", str(top_k)]
+    if checkout:
+        command += ["--checkout", checkout]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                          env={**os.environ, "MEM0_TELEMETRY": "False"})
+    if done.returncode != 0:
+        raise SystemExit(f"mem0_overhead: the {instrumentation} worker ({python}) failed: "
+                         f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
+    return json.loads(done.stdout)
+
+
+def compare(rounds: int, pairs: int, top_k: int, before: str | None) -> dict[str, Any]:
+    """Each instrumentation in its own venv, alternating rounds of fresh worker processes: medians."""
+    arms = [("memtrace", "memtrace", None), ("loongsuite", "loongsuite", None)]
+    if before:
+        arms.insert(1, ("memtrace, before", "memtrace", before))
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in arms}
+    for r in range(rounds):
+        for label, instrumentation, checkout in arms[r % len(arms):] + arms[:r % len(arms)]:
+            runs[label].append(_worker(instrumentation, pairs, top_k, checkout))
+            row = runs[label][-1]
+            print(f"round {r + 1}: {label:17} add {row['add']['cpu_added_ms']:+.3f} ms CPU, search "
+                  f"{row['search']['cpu_added_ms']:+.3f} ms CPU (load average {os.getloadavg()[0]:.1f})",
+                  file=sys.stderr)
+    summary: dict[str, Any] = {}
+    for label, results in runs.items():
+        summary[label] = {"mem0ai": results[0]["mem0ai"], **{
+            name: {"spans": results[0][name]["spans"],
+                   **{key: statistics.median(r[name][key] for r in results)
+                      for key in ("cpu_added_ms", "cpu_paired_base_ms", "cpu_share", "added_ms", "share")},
+                   "cpu_added_ms_runs": [r[name]["cpu_added_ms"] for r in results]}
+            for name in ("add", "search")}}
+    summary["openlit"] = ("OpenLIT 1.45.0 not measured: pip cannot install it on Python 3.11 "
+                          "(ResolutionImpossible, docs/mem0.md)")
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=150, help="bare/traced call pairs per method")
     parser.add_argument("--top-k", type=int, default=10, help="records a search returns (a typical top-k)")
+    parser.add_argument("--instrumentation", choices=sorted(_WORKER_VENVS), default="memtrace")
+    parser.add_argument("--checkout", help="the memtrace checkout to import (default: this one)")
+    parser.add_argument("--compare", action="store_true",
+                        help="memtrace and loongsuite, each in its own venv, alternating rounds")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", help="--compare: also memtrace from this checkout (the code before)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.compare:
+        result = compare(args.rounds, args.pairs, args.top_k, args.before)
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        print(f"{args.rounds} rounds x {args.pairs} pairs per method, medians of the rounds; process CPU")
+        for label, row in result.items():
+            if isinstance(row, str):
+                print(f"  {row}")
+                continue
+            print(f"  {label:17} mem0ai {row['mem0ai']}: " + "; ".join(
+                f"{name} {row[name]['spans']} span(s) +{row[name]['cpu_added_ms']:.3f} ms "
+                f"({row[name]['cpu_share']:+.1%} of {row[name]['cpu_paired_base_ms']:.2f} ms; rounds "
+                + ", ".join(f"{v:+.3f}" for v in row[name]['cpu_added_ms_runs']) + ")"
+                for name in ("add", "search")))
+        return 0
     import mem0
 
     summary = {"mem0ai": getattr(mem0, "__version__", str(mem0_generation())),
-               **measure(args.pairs, args.top_k)}
+               "instrumentation": args.instrumentation,
+               **measure(args.pairs, args.top_k, args.instrumentation)}
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"mem0ai {summary['mem0ai']}: {args.pairs} bare/traced pairs per method, top-k {args.top_k}")
+    print(f"mem0ai {summary['mem0ai']}, {args.instrumentation}: {args.pairs} untraced/traced pairs per "
+          f"method, top-k {args.top_k}")
     for name in ("add", "search"):
         row = summary[name]
         verdict = "meets" if row["share"] <= _TARGET else "misses"
-        print(f"  Memory.{name:<6} uninstrumented {row['bare_ms']:.2f} ms, wrapped but suppressed "
-              f"{row['suppressed_ms']:.2f} ms; paired: suppressed {row['paired_base_ms']:.2f} ms, traced "
-              f"{row['traced_ms']:.2f} ms, added {row['added_ms']:+.3f} ms = {row['share']:+.1%} "
-              f"({verdict} the <= 5% target)\n"
-              f"{'':16}process CPU time, paired: suppressed {row['cpu_paired_base_ms']:.2f} ms, traced "
+        wrappers = (f"uninstrumented {row['bare_ms']:.2f} ms, wrapped but suppressed "
+                    f"{row['suppressed_ms']:.2f} ms; " if "bare_ms" in row else "")
+        print(f"  Memory.{name:<6} {row['spans']} span(s); {wrappers}paired: untraced "
+              f"{row['paired_base_ms']:.2f} ms, traced {row['traced_ms']:.2f} ms, added "
+              f"{row['added_ms']:+.3f} ms = {row['share']:+.1%} ({verdict} the <= 5% target)\n"
+              f"{'':16}process CPU time, paired: untraced {row['cpu_paired_base_ms']:.2f} ms, traced "
               f"{row['cpu_traced_ms']:.2f} ms, added {row['cpu_added_ms']:+.3f} ms = {row['cpu_share']:+.1%}")
     return 0
 

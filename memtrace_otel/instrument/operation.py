@@ -50,7 +50,6 @@ from memtrace_otel.semconv import (
     VariableKind,
 )
 from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, content_hash, evaluation_text_key, split_variable_id
-from memtrace_otel.wire import describe as describe_variable
 
 __all__ = ["Operation", "current_operation", "describe"]
 
@@ -60,6 +59,8 @@ _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
 _STORING_OPERATIONS = frozenset({GenAIOperation.CREATE_MEMORY, GenAIOperation.UPDATE_MEMORY,
                                  GenAIOperation.UPSERT_MEMORY})
 """Memory operations whose ``gen_ai.memory.records`` are the records they stored."""
+_INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
+_VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -97,6 +98,24 @@ class Operation:
 
     _usage: tuple[int | None, int | None] = (None, None)
     """Tokens of the LLM calls recorded so far (set on first call)."""
+    # Defaults of the per-operation state, set on the instance only when it changes: every traced
+    # operation constructs one of these, and half a dozen assignments fewer is measurable there.
+    span: Span = trace.INVALID_SPAN
+    _context: SpanContext | None = None
+    """The span's context once started: what every write and link names (read once)."""
+    _steps: list[str] | None = None
+    _linked: set[int] | None = None
+    """Span ids of the producers linked so far: one link per producer span (the first variable
+    read from it names it; ``memtrace.inputs`` lists every one), so a batch of records one span
+    wrote costs one link, and the SDK's link limit counts distinct writers. Made at the first link."""
+    _deleted = False
+    """A tombstone was written (``memtrace.deleted`` is then listed at the end)."""
+    _records_recorded = False
+    """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
+    _recording = False
+    _finished = False
+    _token: object | None = None
+    _op_token: contextvars.Token[Operation | None] | None = None
 
     def __init__(
         self,
@@ -117,28 +136,19 @@ class Operation:
         self._span_name = span_name
         self._named = named
         """The application chose the span name: a model recorded later does not rename the span."""
-        self._records_recorded = False
-        """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
         self._kind = kind
         self._start = attributes
-        self.span: Span = trace.INVALID_SPAN
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
-        self._steps: list[str] = []
-        self._linked: set[int] = set()
-        """Span ids of the producers linked so far: one link per producer span (the first variable
-        read from it names it; ``memtrace.inputs`` lists every one), so a batch of records one span
-        wrote costs one link, and the SDK's link limit counts distinct writers."""
-        self._recording = False
-        self._finished = False
-        self._token: object | None = None
-        self._op_token: contextvars.Token[Operation | None] | None = None
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
-        self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind, attributes=self._start)
-        self._recording = self.span.is_recording()
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        span = self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind,
+                                                          attributes=self._start)
+        self._recording = span.is_recording()
+        if self._recording:
+            self._context = span.get_span_context()
+        self._token = otel_context.attach(trace.set_span_in_context(span))
         self._op_token = _current.set(self)
         return self
 
@@ -170,7 +180,8 @@ class Operation:
 
     @property
     def span_context(self) -> SpanContext:
-        return self.span.get_span_context()
+        context = self._context
+        return context if context is not None else self.span.get_span_context()
 
     # -- variables ---------------------------------------------------------
     def read(
@@ -194,7 +205,8 @@ class Operation:
         # _input, inlined: every traced read comes here.
         self.inputs.append(variable)
         producer = variable.producer
-        if producer is not None and self._recording and producer.span_id not in self._linked:
+        if producer is not None and self._recording and (self._linked is None
+                                                         or producer.span_id not in self._linked):
             self._link(producer, variable.id)
         return variable
 
@@ -232,10 +244,11 @@ class Operation:
         self, name: str, content: str | None = None, *, kind: VariableKind | str = VariableKind.OTHER
     ) -> Variable:
         """Declare a new variable (or a new version of ``name``) written by this operation."""
-        producer = self.span_context if self._recording else None
-        variable = self._owner.registry.next_version(name, _kind(kind), content, producer)
+        owner = self._owner
+        variable = owner.registry.next_version(name, kind if type(kind) is VariableKind else _kind(kind),
+                                               content, self._context)
         if content is not None and self._recording:  # _output, inlined: every traced write comes here
-            self._owner.contents.put(variable.id, content)
+            owner.contents.put(variable.id, content)
         self.outputs.append(variable)
         return variable
 
@@ -251,7 +264,7 @@ class Operation:
         writer got there first, which the graph then shows).
         """
         registry, new_kind = self._owner.registry, _kind(kind) if kind else None
-        producer = self.span_context if self._recording else None
+        producer = self._context
         if isinstance(variable, str) and "@" not in variable:
             before, after = registry.replace(variable, new_kind, content, producer,
                                              unknown_kind=new_kind or VariableKind.MEMORY_UNIT)
@@ -267,6 +280,7 @@ class Operation:
         """Delete a unit: read version v and write a tombstone version after it."""
         tombstone = self.update(variable, None)
         tombstone.deleted = True
+        self._deleted = True
         return tombstone
 
     def lineage_metadata(
@@ -284,6 +298,8 @@ class Operation:
         outputs: Sequence[Variable] = (),
     ) -> None:
         """Record an internal step (prompt -> raw LLM response -> parsed facts)."""
+        if self._steps is None:
+            self._steps = []
         self._steps.append(name)
         if self._recording:
             self.span.add_event(
@@ -456,11 +472,14 @@ class Operation:
     def _input(self, variable: Variable) -> None:
         self.inputs.append(variable)
         producer = variable.producer
-        if producer is not None and self._recording and producer.span_id not in self._linked:
+        if producer is not None and self._recording and (self._linked is None
+                                                         or producer.span_id not in self._linked):
             self._link(producer, variable.id)
 
     def _link(self, producer: SpanContext, variable_id: str) -> None:
         if producer.is_valid:
+            if self._linked is None:
+                self._linked = set()
             self._linked.add(producer.span_id)
             self.span.add_link(producer, {MemTraceLink.VARIABLE: variable_id})
 
@@ -477,32 +496,35 @@ class Operation:
         return text if len(text) <= limit else text[:limit]
 
     def _flush_lineage(self) -> None:
-        attributes: dict[str, Any] = {}
-        if self.inputs:
-            attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
-        if self.outputs:
-            attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
-            deleted = [v.id for v in self.outputs if v.deleted]
-            if deleted:
-                attributes[MemTrace.DELETED] = deleted
+        # One pass over each list, built once: this runs at the end of every traced operation.
+        owner, attributes = self._owner, {}
+        inputs, outputs = self.inputs, self.outputs
+        described = [v for v in inputs if v.producer is None]  # external inputs: described at first read
+        if inputs:
+            attributes[_INPUTS] = [v.id for v in inputs]
+        if outputs:
+            attributes[_OUTPUTS] = [v.id for v in outputs]
+            if self._deleted:
+                attributes[_DELETED] = [v.id for v in outputs if v.deleted]
+            described += outputs
         # Describe each variable once: outputs here, external inputs (no producer) at first read.
-        described = [v for v in self.inputs if v.producer is None] + self.outputs
         if described:
-            attributes[MemTrace.VARIABLES] = [describe(v) for v in described]
-            if self._owner.capture_content:
-                attributes[MemTrace.VARIABLE_CONTENTS] = [self._truncate(v.content or "") for v in described]
-            uploader = self._owner.uploader
+            attributes[_VARIABLES] = [describe(v) for v in described]
+            if owner.capture_content:
+                limit = owner.content_max_chars
+                attributes[_VARIABLE_CONTENTS] = [(v.content or "")[:limit] for v in described]
+            uploader = owner.uploader
             if uploader is not None:
                 _upload(uploader, described)
-                attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
+                attributes[MemTrace.CONTENT_REF] = owner.content_ref
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
-        if (self._owner.capture_content and not self._records_recorded
+        if (owner.capture_content and not self._records_recorded
                 and self.gen_ai_operation in _STORING_OPERATIONS):
-            stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+            stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
                 attributes.update(stored_records_attributes(stored, capture=True,
-                                                            limit=self._owner.content_max_chars))
+                                                            limit=owner.content_max_chars))
         if attributes:
             self.span.set_attributes(attributes)
 
@@ -523,4 +545,9 @@ def describe(variable: Variable) -> str:
     >>> describe(Variable("msg:D1:1", 1, VariableKind.MESSAGE, "hello"))
     'message 5 a7b6eda801e5347d msg:D1:1@1'
     """
-    return describe_variable(variable.kind.value, variable.size, variable.hash, variable.id)
+    content = variable.content  # wire.describe's format, inlined (one per variable written)
+    size = len(content) if content is not None else 0
+    return f"{_KIND_VALUES[variable.kind]} {size} {variable.hash} {variable.id}"
+
+
+_KIND_VALUES = {kind: str(kind.value) for kind in VariableKind}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import SpanContext
 
 from memtrace_otel.semconv import VariableKind
-from memtrace_otel.wire import content_hash, variable_id
+from memtrace_otel.wire import content_hash
 
 __all__ = ["InProcessContents", "Variable", "VariableRegistry"]
 
@@ -47,7 +47,7 @@ class Variable:
 
     def __post_init__(self) -> None:
         # Computed once: the id is read on every link, attribute and registry access.
-        self.id = variable_id(self.name, self.version)
+        self.id = f"{self.name}@{self.version}"  # wire.variable_id, inlined (every version made)
 
     @property
     def hash(self) -> str:

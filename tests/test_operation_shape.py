@@ -1,0 +1,133 @@
+"""The end of a traced operation, rewritten for speed (issue 28, item 2), records what it recorded.
+
+``Operation._flush_lineage`` builds the lineage attributes once per operation and ``describe`` formats
+each descriptor inline. Here the same pipeline (``scenario.run_pipeline``: ingestion, extraction with
+steps, an update, a delete, searches that read records back, evaluations) runs twice on span ids
+from one seeded sequence: once with the implementation of the code before the change (kept below as
+the reference) and once with the current one. Every span must carry the same attributes, events and
+links, and the evolution graphs built from the two runs must be the same graph.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+from memtrace_otel.graph import build_graph
+from memtrace_otel.instrument import operation as operation_module
+from memtrace_otel.instrument.genai import stored_records_attributes
+from memtrace_otel.instrument.operation import _STORING_OPERATIONS, Operation, _upload
+from memtrace_otel.instrument.variables import Variable
+from memtrace_otel.semconv import MemTrace, VariableKind
+from memtrace_otel.spans import record_from_readable
+from memtrace_otel.wire import describe as wire_describe
+
+from graph_compare import assert_same_graph
+from scenario import run_pipeline
+
+
+class _SeededIds(IdGenerator):
+    """Span and trace ids from one seeded generator: two runs of one program get the same ids."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self._random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._random.getrandbits(128) or 1
+
+
+def _reference_describe(variable: Variable) -> str:
+    return wire_describe(variable.kind.value, variable.size, variable.hash, variable.id)
+
+
+def _reference_flush(self: Operation) -> None:
+    """``_flush_lineage`` as it was before issue 28 (a pass per list, ``wire.describe``)."""
+    attributes: dict[str, Any] = {}
+    if self.inputs:
+        attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
+    if self.outputs:
+        attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
+        deleted = [v.id for v in self.outputs if v.deleted]
+        if deleted:
+            attributes[MemTrace.DELETED] = deleted
+    described = [v for v in self.inputs if v.producer is None] + self.outputs
+    if described:
+        attributes[MemTrace.VARIABLES] = [_reference_describe(v) for v in described]
+        if self._owner.capture_content:
+            limit = self._owner.content_max_chars
+            attributes[MemTrace.VARIABLE_CONTENTS] = [
+                (v.content or "") if len(v.content or "") <= limit else (v.content or "")[:limit]
+                for v in described]
+        uploader = self._owner.uploader
+        if uploader is not None:
+            _upload(uploader, described)
+            attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
+    if self._steps:
+        attributes[MemTrace.STEP_NAMES] = self._steps
+    if (self._owner.capture_content and not self._records_recorded
+            and self.gen_ai_operation in _STORING_OPERATIONS):
+        stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+        if stored:
+            attributes.update(stored_records_attributes(stored, capture=True,
+                                                        limit=self._owner.content_max_chars))
+    if attributes:
+        self.span.set_attributes(attributes)
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, *, reference: bool, capture: bool) -> list[Any]:
+    with monkeypatch.context() as patch:
+        if reference:
+            patch.setattr(Operation, "_flush_lineage", _reference_flush)
+            patch.setattr(operation_module, "describe", _reference_describe)
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(id_generator=_SeededIds(28))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        run_pipeline(provider, capture_content=capture)
+        provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def _shape(span: Any) -> tuple[Any, ...]:
+    return (span.name, span.context.span_id, span.parent.span_id if span.parent else None, span.kind,
+            dict(span.attributes), [(e.name, dict(e.attributes)) for e in span.events],
+            [(link.context.trace_id, link.context.span_id, dict(link.attributes)) for link in span.links])
+
+
+def _untimed(spans: list[Any]) -> Any:
+    # Two runs differ only in their clocks: the graphs are compared with every time zeroed (the
+    # operations' order is by start time, the same in both: one program, one order).
+    graph = build_graph(record_from_readable(s) for s in spans)
+    for _, data in graph.nodes(data=True):
+        for key in ("start", "end"):
+            if key in data:
+                data[key] = 0
+    return graph
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["content-off", "content-on"])
+def test_current_flush_records_what_the_reference_recorded(monkeypatch: pytest.MonkeyPatch,
+                                                           capture: bool) -> None:
+    before = _run(monkeypatch, reference=True, capture=capture)
+    after = _run(monkeypatch, reference=False, capture=capture)
+    assert len(before) == len(after) > 10
+    assert any(MemTrace.DELETED in s.attributes for s in after)  # the scenario deletes a record
+    assert any(s.links for s in after) and any(s.events for s in after)
+    for old, new in zip(before, after, strict=True):
+        assert _shape(new) == _shape(old)
+    assert_same_graph(_untimed(before), _untimed(after))
+
+
+def test_describe_is_the_wire_format() -> None:
+    for kind in VariableKind:
+        for content in (None, "", "hello", "é" * 3):
+            variable = Variable("v:1", 2, kind, content)
+            assert operation_module.describe(variable) == _reference_describe(variable)
