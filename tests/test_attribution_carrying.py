@@ -171,3 +171,17 @@ def test_evidence_without_ids_is_found_through_the_memory_that_says_the_correcti
     assert not given and G.nodes[found[0]]["name"] == "msg:D1:1"
     verdict = LineageEngine().attribute(G, case)
     assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_line_with_the_whole_gold_and_all_the_question_asks_by_identifies_the_fact():
+    """A long turn ('So much has happened since we last spoke - I went to ...') shares few words with the
+    extracted fact, but the fact holds everything the question asks by and the whole gold."""
+    said = readable("[12 July 2023] Caroline: So much has happened since we last spoke - I went to "
+                    "an LGBTQ conference two days ago and it was really special.")
+    info = critical_information("10 July 2023", "When did Caroline go to the LGBTQ conference?", said,
+                                specific=lambda _tokens: False)
+    assert info.identified_by(tokenize("Caroline attended an LGBTQ conference recently and felt accepted "
+                                       "and supported, emphasizing trans rights (10 July 2023)."))
+    assert not info.identified_by(tokenize("Caroline attended an LGBTQ conference recently (11 July 2023)."))
+    assert not info.identified_by(tokenize("Caroline felt accepted at an LGBTQ event and spread awareness of "
+                                           "trans rights (10 July 2023)."))

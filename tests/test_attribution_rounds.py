@@ -203,3 +203,53 @@ def test_a_context_holding_the_fact_makes_a_wrong_answer_a_response_error(tracer
     system.answer("q1", context, "guitar")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["answer q1"], ErrorType.RESPONSE)
+
+
+# -- a boundary detector the information went around ---------------------------------------------------
+
+
+def test_a_detector_that_left_the_message_in_the_buffer_is_not_the_one_that_lost_it(
+        tracer_provider, span_exporter):
+    """EverMemOS's buffer: the first boundary detection cut a memcell of the earlier messages and left
+    the new one in the buffer, which the next update carried on; the second detection cut the memcell
+    without it. The second lost it, not the first."""
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    ops: dict[str, str] = {}
+
+    def remember(label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    with mt.operation("memory_system.message_buffer_update", Category.UPDATE) as op:
+        message = op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
+        buffer = op.write("message-buffer", f"Melanie: hi\n{MESSAGE}", kind=VariableKind.OTHER)
+    with mt.operation("evermemos.boundary_detection", Category.EXTRACTION) as op:
+        remember("first cut", op)
+        op.read(buffer)
+        op.write("memcell:1", "Melanie: hi", kind=VariableKind.OTHER)
+    with mt.operation("memory_system.message_buffer_update", Category.UPDATE) as op:
+        op.read(buffer)
+        op.read("msg:x", content="Melanie: What else?", kind=VariableKind.MESSAGE)
+        buffer = op.write("message-buffer", f"{MESSAGE}\nMelanie: What else?", kind=VariableKind.OTHER)
+    with mt.operation("evermemos.boundary_detection", Category.EXTRACTION) as op:
+        remember("second cut", op)
+        op.read(buffer)
+        cell = op.write("memcell:2", "Melanie: What else?", kind=VariableKind.OTHER)
+    with mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
+        op.read(cell)
+        unit = op.write("memory-unit-2", "Melanie: What else?", kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(unit)
+        context = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("question-answering", Category.EVALUATION) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(context)
+        answer = op.write("prediction:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("llm-judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=QUESTION, prediction="I don't know.", gold="violin",
+                             evidence=[FACT_ID], answer=answer, case_id="q1")
+    assert message.content == MESSAGE
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["second cut"], ErrorType.EXTRACTION)

@@ -125,18 +125,20 @@ class Carrying:
         return any(self.info.related(tokens) for text, tokens in index.pieces(variable) if text not in before)
 
     def _keeps_rare_gold(self, variable: str) -> bool:
-        """Whether a statement of ``variable``, written from the evidence, keeps all of a rare gold and
-        some of its sentence, though not what the question asks by.
+        """Whether a statement of ``variable``, written from the evidence, keeps the whole gold and
+        enough to tell the fact (:meth:`.Information.identified_by`), little as it kept of the
+        evidence sentence's other words.
 
         An extractor leaves out circumstances ("I was out walking in my neighborhood
-        when I came across a rainbow sidewalk" -> "found a rainbow sidewalk"); a
-        gold this rare in the conversation identifies the fact. A sentence quoted
-        word for word from another message is that message's, not this one's.
+        when I came across a rainbow sidewalk" -> "found a rainbow sidewalk") and
+        fillers ("So much has happened since we last spoke - I went to ..."). Only
+        a statement written from the evidence counts: another message's words
+        about the same subject are that message's fact (and a sentence quoted word
+        for word from another message is that message's).
         """
         index = self.case.index
-        return self.info.specific and any(self.info.identified_by(tokens)
-                                          and not index.quoted_message(text) - {self.evidence}
-                                          for text, tokens in index.pieces(variable))
+        return any(self.info.identified_by(tokens) and not index.quoted_message(text) - {self.evidence}
+                   for text, tokens in index.dated_pieces(variable))
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.
@@ -385,7 +387,7 @@ def _forward(case: LineageCase, carries: Carrying) -> tuple[list[str], list[str]
     index = case.index
     seen_vars, seen_ops = {carries.evidence}, set()
     queue = deque([carries.evidence])
-    carriers, drops = [], []
+    carriers, dropped, passed = [], [], set()
     while queue:
         variable = queue.popleft()
         carriers.append(variable)
@@ -396,10 +398,18 @@ def _forward(case: LineageCase, carries: Carrying) -> tuple[list[str], list[str]
             # What the op wrote, not its prompt or raw model response: an extraction whose
             # prompt holds the message but whose facts do not has dropped it.
             written = [v for v in index.written(op) if carries(v)]
-            if not written and index.category(op) in _WRITE_SIDE:
-                drops.append(op)
+            if written:
+                passed.add(op)
+            elif index.category(op) in _WRITE_SIDE:
+                dropped.append((op, variable))
             for v in written:
                 if v not in seen_vars:
                     seen_vars.add(v)
                     queue.append(v)
-    return carriers, drops
+    # The information went around an op when a later op read the same carrier and passed it on
+    # (a boundary detector that cut a memcell of the earlier messages, leaving this one in the
+    # buffer the next update carries forward): that op dropped nothing.
+    drops = [op for op, variable in dropped
+             if not any(other in passed and index.order(other) > index.order(op)
+                        for other in index.readers(variable))]
+    return carriers, list(dict.fromkeys(drops))

@@ -84,6 +84,7 @@ _SPECIFIC_SENTENCE_SHARE = 0.3
 _TOPIC_SHARE = 0.5
 _GOLD_WORD_SHARE = 0.5
 _RELATED_SHARE = 0.3
+_WHOLE_TOPIC_WORDS = 2  # a topic of one word (the speaker's name) does not single a fact out
 _SPEAKER = re.compile(r"\[[^\]]*\]")
 
 
@@ -185,10 +186,14 @@ class Information:
         return not self.gold or _share(self.gold, self.gold_total, tokens) >= threshold
 
     def identified_by(self, tokens: frozenset[str]) -> bool:
-        """Whether a line with ``tokens`` holds all of a rare (``specific``) gold and some of its sentence:
-        enough to identify the fact without what the question asks by."""
-        return (self.specific and bool(self.gold) and self.gold.keys() <= tokens and self.exact <= tokens
-                and _share(self.sentence, self.sentence_total, tokens) >= _SPECIFIC_SENTENCE_SHARE)
+        """Whether a line with ``tokens`` holds the whole gold and enough to tell which fact it answers,
+        though little of the evidence sentence's other words: all of a rare (``specific``) gold and
+        some of its sentence, or everything the question asks by (two words at least)."""
+        if not self.gold or not self.gold.keys() <= tokens or not self.exact <= tokens:
+            return False
+        if self.specific and _share(self.sentence, self.sentence_total, tokens) >= _SPECIFIC_SENTENCE_SHARE:
+            return True
+        return len(self.topic) >= _WHOLE_TOPIC_WORDS and self.topic.keys() <= tokens
 
     def related(self, tokens: frozenset[str]) -> bool:
         """Whether a line with ``tokens`` is about this fact: much of its sentence (or gold) without
