@@ -103,7 +103,7 @@ def retrieval_attributes(
      'gen_ai.memory.query.text': 'Where?',
      'gen_ai.memory.records': '[{"id": "mem:7", "content": "User lives in Porto", "score": 0.9}]'}
     """
-    found = [_retrieved(r) for r in records]
+    found = records if isinstance(records, list | tuple) else list(records)  # wrapped only when written
     attributes: dict[str, Any] = {GenAI.MEMORY_RECORD_COUNT: len(found)}
     if top_k is not None:
         attributes[GenAI.RETRIEVAL_TOP_K] = int(top_k)
@@ -112,7 +112,8 @@ def retrieval_attributes(
     if capture:
         if query is not None:
             attributes[GenAI.MEMORY_QUERY_TEXT if memory else GenAI.RETRIEVAL_QUERY_TEXT] = query[:limit]
-        attributes[GenAI.MEMORY_RECORDS if memory else GenAI.RETRIEVAL_DOCUMENTS] = _record_json(found, limit)
+        attributes[GenAI.MEMORY_RECORDS if memory else GenAI.RETRIEVAL_DOCUMENTS] = _record_json(
+            [_retrieved(r) for r in found], limit)
     return attributes
 
 

@@ -179,6 +179,11 @@ class Operation:
         self.__exit__(exc_type, exc, tb)
 
     @property
+    def captures_content(self) -> bool:
+        """Contents go on this operation's span (the tracer's content capture)."""
+        return self._owner.capture_content
+
+    @property
     def span_context(self) -> SpanContext:
         context = self._context
         return context if context is not None else self.span.get_span_context()

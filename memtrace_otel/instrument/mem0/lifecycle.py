@@ -16,6 +16,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,8 +84,10 @@ class MethodSpec:
         if self.hooks is not None:
             self.hooks.ensure(memory)
         gen_ai = self.gen_ai_operation(arguments)
-        address, port = server_of(memory) if gen_ai else (None, None)
-        op = tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store_id(memory),
+        store, address, port = _store_and_server(memory)
+        if not gen_ai:
+            address = port = None
+        op = tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store,
                               record_id=self.record_id(arguments) if gen_ai else None,
                               provider=PROVIDER if gen_ai else None, server_address=address,
                               server_port=port)
@@ -95,6 +98,22 @@ class MethodSpec:
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
         """After the wrapped call returned ``result``."""
+
+
+_SERVERS: weakref.WeakKeyDictionary[Any, tuple[str, str | None, int | None]] = weakref.WeakKeyDictionary()
+"""Memory -> its store id and server: read from mem0's configuration once per memory, not per call
+(every span of a traced call names them; a ``Memory`` keeps its vector-store config for life)."""
+
+
+def _store_and_server(memory: Any) -> tuple[str, str | None, int | None]:
+    try:
+        return _SERVERS[memory]
+    except KeyError:
+        pass
+    except TypeError:  # not weakly referable or not hashable: read each time
+        return (store_id(memory), *server_of(memory))
+    found = _SERVERS[memory] = (store_id(memory), *server_of(memory))
+    return found
 
 
 def store_id(memory: Any) -> str:

@@ -99,8 +99,10 @@ class AddSpec(MethodSpec):
             scope.sources.append(variable)
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
-        items = result_items(result)
-        scope.op.record_memory(count=len(items), records=stored_records(items))
+        items, op = result_items(result), scope.op
+        # The stored records are written only with content capture (gen_ai.memory.records is opt-in):
+        # without it the count says all, and the records are not built.
+        op.record_memory(count=len(items), records=stored_records(items) if op.captures_content else None)
         scope.op.set_outcome(",".join(sorted({str(i.get("event")) for i in items})) if items else "noop")
 
 
