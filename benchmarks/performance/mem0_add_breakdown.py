@@ -1,0 +1,129 @@
+"""Where the mem0 instrumentor's CPU goes inside one traced ``Memory.add`` / ``Memory.search``.
+
+The same offline mem0 as ``mem0_overhead.py`` (its local LLM server and configuration), traced,
+with the instrumentation's own entry points timed in the thread that runs them
+(``time.thread_time``): the start and end of each traced call (``Call.start`` / ``Call.stop``) and,
+inside them, the operation's span start and end, the lineage flush, step events, links, and each
+spec's ``begin`` / ``end``. Nested parts are included in their callers. A measured part also pays
+its timer (about a microsecond a call), so the figures are upper bounds; what they rank is where the
+instrumentation's own time goes, which the paired end-to-end figures of ``mem0_overhead.py`` cannot
+say. Run it in a venv with mem0ai (``.ci/install-mem0-venvs.sh``):
+
+    ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_add_breakdown.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mem0_overhead as bench
+from mem0_app import config
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from memtrace_otel.instrument import operation
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, hooks, lifecycle, methods, pipeline
+
+from openai_server import ScriptedOpenAIServer
+
+_spent: collections.Counter[str] = collections.Counter()
+
+
+def _timed(owner: Any, name: str, label: str) -> None:
+    function = owner.__dict__[name]
+    if isinstance(function, classmethod):
+        inner = function.__func__
+
+        def timed_class(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return inner(cls, *args, **kwargs)
+            finally:
+                _spent[label] += time.thread_time() - start
+
+        setattr(owner, name, classmethod(timed_class))
+        return
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _spent[label] += time.thread_time() - start
+
+    setattr(owner, name, timed)
+
+
+def _install() -> None:
+    _timed(lifecycle.Call, "start", "Call.start (open, span start, begin)")
+    _timed(lifecycle.Call, "stop", "Call.stop (end, flush, span end)")
+    _timed(operation.Operation, "__enter__", "  span start + context")
+    _timed(operation.Operation, "__exit__", "  span end (incl. flush)")
+    _timed(operation.Operation, "_flush_lineage", "    lineage attributes")
+    _timed(operation.Operation, "step", "  memtrace.step events")
+    _timed(operation.Operation, "_link", "  span links")
+    _timed(lifecycle.MethodSpec, "open", "  spec.open (operation, scope)")
+    for spec in (methods.AddSpec, methods.SearchSpec, methods.CreateSpec, pipeline.ExistingSearchSpec,
+                 pipeline.LlmCallSpec):
+        for stage in ("begin", "end"):
+            if stage in spec.__dict__:
+                _timed(spec, stage, f"  {spec.__name__}.{stage}")
+    _timed(hooks, "_guarded", "store hooks (record writes)")
+
+
+def measure(calls: int) -> dict[str, dict[str, float]]:
+    _install()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(bench._Discard()))
+    instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
+    scope = ({"user_id": "u", "limit": 10} if bench.mem0_generation() == 1
+             else {"filters": {"user_id": "u"}, "top_k": 10})
+    result: dict[str, dict[str, float]] = {}
+    with ScriptedOpenAIServer(bench._llm) as server, tempfile.TemporaryDirectory() as data:
+        from mem0 import Memory
+
+        memory = Memory.from_config(config(server.base_url, data))
+        instrumentor.instrument(tracer_provider=provider)
+        methods_: dict[str, Callable[[], Any]] = {
+            "add": lambda: memory.add(f"I note item {next(counter)} today.", user_id="u"),
+            "search": lambda: memory.search(f"What item number {next(counter)}?", **scope)}
+        for _ in range(20):
+            methods_["add"]()
+        for name, call in methods_.items():
+            call()
+            _spent.clear()
+            for _ in range(calls):
+                call()
+            result[name] = {label: seconds / calls * 1e6 for label, seconds in _spent.items()}
+        instrumentor.uninstrument()
+    provider.shutdown()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.calls)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for name, parts in result.items():
+        print(f"Memory.{name}: thread CPU in the instrumentation per call, {args.calls} calls")
+        for label, micros in sorted(parts.items(), key=lambda item: -item[1]):
+            print(f"  {label:42} {micros:8.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
