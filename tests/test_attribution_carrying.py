@@ -185,3 +185,4 @@ def test_a_line_with_the_whole_gold_and_all_the_question_asks_by_identifies_the_
     assert not info.identified_by(tokenize("Caroline attended an LGBTQ conference recently (11 July 2023)."))
     assert not info.identified_by(tokenize("Caroline felt accepted at an LGBTQ event and spread awareness of "
                                            "trans rights (10 July 2023)."))
+

@@ -138,7 +138,7 @@ class Carrying:
         """
         index = self.case.index
         return any(self.info.identified_by(tokens) and not index.quoted_message(text) - {self.evidence}
-                   for text, tokens in index.dated_pieces(variable))
+                   for text, tokens in index.pieces(variable))
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.

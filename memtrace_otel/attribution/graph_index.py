@@ -102,7 +102,6 @@ class GraphIndex:
         self._message_sentences: dict[str, frozenset[str]] | None = None
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
         self._origins: dict[str, list[str]] = {}
-        self._dated_pieces: dict[str, list[tuple[str, frozenset[str]]]] = {}
 
     @property
     def has_content(self) -> bool:
@@ -162,21 +161,6 @@ class GraphIndex:
                 for sentence in sentences(split_header(line)[1]):
                     found.extend((p, tokenize(p)) for p in (s.strip() for s in sentence.split(";")) if p)
             self._pieces[variable] = found
-        return found
-
-    def dated_pieces(self, variable: str) -> list[tuple[str, frozenset[str]]]:
-        """:meth:`pieces` with the tokens of their line's header (its date) added to each: what a
-        statement says with the time it is dated by."""
-        found = self._dated_pieces.get(variable)
-        if found is None:
-            found = []
-            for line in (self.text(variable) or "").splitlines():
-                header, body = split_header(line)
-                dated = tokenize(header)
-                for sentence in sentences(body):
-                    pieces = (s.strip() for s in sentence.split(";"))
-                    found.extend((p, tokenize(p) | dated) for p in pieces if p)
-            self._dated_pieces[variable] = found
         return found
 
     def quoted_message(self, piece: str) -> frozenset[str]:
