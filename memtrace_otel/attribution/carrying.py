@@ -79,6 +79,9 @@ class Carrying:
         # is a statement, not a bare date or name: what a memory written from the evidence may say.
         self.stated = stated if (stated is not None and len(stated.gold) >= _PARAPHRASE_MIN_WORDS
                                  and len(stated.gold) > len(info.gold)) else None
+        # The gold's words the message does not say: what a memory must say to carry it (the date a
+        # relative time was said on, which every line of the session holds, is not enough).
+        self._unsaid = frozenset(self.stated.gold) - frozenset(info.gold) if self.stated else frozenset()
         self._descendants: set[str] | None = None
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
@@ -103,7 +106,7 @@ class Carrying:
         if variable in self.descendants and self._keeps_rare_gold(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
-                self.stated.gold_in(line) for line in index.lines(variable)):
+                self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
             return True  # written from the evidence, it says the gold the message said in other words
         if index.data(variable).get("kind") not in STORED_KINDS and self._references_carrier(variable):
             return True
