@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from memtrace_otel.content.upload import ContentUploader
 from memtrace_otel.instrument.genai import (
@@ -502,7 +503,8 @@ class Operation:
 
     def _flush_lineage(self) -> None:
         # One pass over each list, built once: this runs at the end of every traced operation.
-        owner, attributes = self._owner, {}
+        owner = self._owner
+        attributes: dict[str, AttributeValue] = {}
         inputs, outputs = self.inputs, self.outputs
         described = [v for v in inputs if v.producer is None]  # external inputs: described at first read
         if inputs:
