@@ -27,6 +27,8 @@ case "$1" in
   version|--version) echo "fake 1.0" ;;
   components) printf 'exporters:\n'
               for e in loadbalancing file otlp otlphttp debug; do printf '  - name: %s\n' "$e"; done
+              printf 'processors:\n'
+              for p in batch tail_sampling; do printf '  - name: %s\n' "$p"; done
               printf 'extensions:\n' ;;
 esac
 BIN
