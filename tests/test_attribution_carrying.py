@@ -186,3 +186,67 @@ def test_a_line_with_the_whole_gold_and_all_the_question_asks_by_identifies_the_
     assert not info.identified_by(tokenize("Caroline felt accepted at an LGBTQ event and spread awareness of "
                                            "trans rights (10 July 2023)."))
 
+
+
+CHURCH = "What did Caroline make for a local church?"
+CHURCH_SAID = ("[25 August 2023] Caroline: Thanks, Mel! I made this stained glass window to remind myself "
+               "and others of our true potential. [shares a photo of three stained glass windows in a church "
+               "with a clock]")
+CHURCH_FACT = ("Caroline made a stained glass window to remind herself and others of their true potential "
+               "(25 August 2023).")
+
+
+def _church_history(provider):  # type: ignore[no-untyped-def]
+    """Caroline's turn paraphrased into a fact that keeps the whole (common) gold but none of the caption
+    the question points at ('church'), then a search that missed it."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": CHURCH_SAID,
+             "D1:2": "[25 August 2023] Melanie: The museum had stained glass windows from old castles.",
+             "D1:3": "[25 August 2023] Melanie: I made a painting of a lake sunrise last year.",
+             # Others say the gold too, so it is common: it does not identify the fact on its own.
+             "D1:4": "[25 August 2023] Melanie: My aunt restores stained glass windows for a living.",
+             "D1:5": "[25 August 2023] Melanie: Stained glass windows fill a room with colour."}
+    facts_of = {"D1:1": CHURCH_FACT,
+                "D1:2": "Melanie saw stained glass windows from old castles at a museum (25 August 2023).",
+                "D1:3": "Melanie made a painting of a lake sunrise in 2022 (25 August 2023).",
+                "D1:4": "Melanie's aunt restores stained glass windows for a living (25 August 2023).",
+                "D1:5": "Melanie likes how stained glass windows fill a room with colour (25 August 2023)."}
+    units = {}
+    for dia_id, text in turns.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", facts_of[dia_id], kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", CHURCH, kind=VariableKind.QUERY)
+        unit = op.read(units["D1:3"])
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "a lake sunrise", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=CHURCH, prediction="a lake sunrise",
+                             gold="a stained glass window", evidence=["D1:1"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_unit_written_from_the_evidence_restating_a_sentence_that_says_the_whole_gold_carries_it(
+        tracer_provider, span_exporter):
+    """The question's word ('church') singles out the photo caption; the fact the extractor kept is the
+    other sentence, which says the gold as well. Written from the evidence, holding the whole gold and
+    closer to that sentence than to any other, it carries the fact: the search that missed it is at fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _church_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+

@@ -14,13 +14,14 @@ lineage; store-wide questions go through the graph's index.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
 import networkx as nx
 
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
-from memtrace_otel.attribution.presence import Information
+from memtrace_otel.attribution.presence import Information, tokenize
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind
@@ -83,6 +84,7 @@ class Carrying:
         # relative time was said on, which every line of the session holds, is not enough).
         self._unsaid = frozenset(self.stated.gold) - frozenset(info.gold) if self.stated else frozenset()
         self._descendants: set[str] | None = None
+        self._written_from: set[str] | None = None
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
         self._memo: dict[str, bool] = {}
@@ -104,6 +106,8 @@ class Carrying:
         if self.case.semantic is not None and self.info.text and self._paraphrases(variable):
             return True
         if variable in self.descendants and self._keeps_rare_gold(variable):
+            return True
+        if variable in self.written_from and self._states_gold_of_sentence(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
                 self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
@@ -142,6 +146,40 @@ class Carrying:
         index = self.case.index
         return any(self.info.identified_by(tokens) and not index.quoted_message(text) - {self.evidence}
                    for text, tokens in index.pieces(variable))
+
+    def _states_gold_of_sentence(self, variable: str) -> bool:
+        """Whether a statement of ``variable``, written from the evidence, holds the whole gold and
+        restates the evidence sentence that says it rather than another sentence of the message.
+
+        An extractor paraphrases ("I made this stained glass window to remind myself
+        ..." -> "Caroline made a stained glass window ..."), and the question's words
+        may single out another sentence saying the gold (the photo's caption "stained
+        glass windows in a church"): little of that sentence survives, but the gold
+        does, and the statement was written from this message. What tells it from a fact of the
+        same message's other sentences (which holds the session date a date gold is)
+        is which of the message's sentences it shares most words with, gold words
+        left out; it must share one at least. A statement quoted word for word from
+        another message is that message's.
+        """
+        index, info = self.case.index, self.info
+        if not info.gold or not info.text:
+            return False
+        gold = frozenset(info.gold)
+        said = [tokens for _, tokens in index.pieces(self.evidence)]
+        # The sentence the fact was found in, and any other sentence of the message saying the whole gold
+        # (a photo's caption and the sentence about it both name "a stained glass window").
+        stating = [tokenize(info.text), *(tokens for tokens in said if gold <= tokens)]
+        for text, tokens in index.pieces(variable):
+            if not gold | info.exact | self._unsaid <= tokens or index.quoted_message(text) - {self.evidence}:
+                continue
+
+            def overlap(sentence: frozenset[str], tokens: frozenset[str] = tokens) -> float:
+                return math.fsum(index.idf(t) for t in (sentence & tokens) - gold)
+
+            own = max(overlap(sentence) for sentence in stating)
+            if own > 0 and (info.whole or all(overlap(other) <= own for other in said)):
+                return True
+        return False
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.
@@ -211,6 +249,33 @@ class Carrying:
             pool = index.candidates(keys, required=self.info.exact, stores=self.case.stores)
         found = [v for v in pool if index.produced_at(v) < when and self(v)]
         return sorted(found, key=lambda v: (index.produced_at(v), v))
+
+    @property
+    def written_from(self) -> set[str]:
+        """Variables written from the evidence itself: memory units and what write-side operations
+        passed on to them (extracted facts; not their prompts or raw responses), reached from it
+        through operations and the variables they pass on, not through another memory unit (an add
+        that read an older memory as context did not write its new units from that message)."""
+        if self._written_from is None:
+            index, found = self.case.index, set()
+            seen, stack = {self.evidence}, [self.evidence]
+            while stack:
+                for child in index.G._succ[stack.pop()]:
+                    if child in seen:
+                        continue
+                    seen.add(child)
+                    if index.G.nodes[child].get("type") == OPERATION:
+                        stack.append(child)
+                    elif index.is_stored(child):
+                        found.add(child)
+                    else:
+                        producer = index.producer(child)
+                        if (producer is not None and index.category(producer) in _WRITE_SIDE
+                                and child in index.written(producer)):
+                            found.add(child)
+                        stack.append(child)
+            self._written_from = found
+        return self._written_from
 
     @property
     def descendants(self) -> set[str]:
