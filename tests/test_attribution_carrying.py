@@ -250,3 +250,63 @@ def test_a_unit_written_from_the_evidence_restating_a_sentence_that_says_the_who
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
 
+
+
+HOBBY = "What hobby did Evan start practicing a few years ago that he enjoys?"
+
+
+def _hobby_history(provider):  # type: ignore[no-untyped-def]
+    """Sam asks about Evan's painting (the extractor keeps nothing of a question), Evan answers; an update
+    later rewrites Evan's unit without the hobby, and the search reads the rewritten unit."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": ("[19 August 2023] Sam: You're good at drawing, why did you join a painting class?",
+                      "Sam likes to chat in the evening (19 August 2023)."),
+             "D1:2": ("[19 August 2023] Evan: I started watercolor painting a few years back, it calms me.",
+                      "Evan started watercolor painting a few years back to calm down (19 August 2023).")}
+    # Others mention painting too: the word is common and does not identify the fact on its own.
+    for n, (who, said) in enumerate([("Sam", "My aunt sells painting supplies downtown."),
+                                     ("Sam", "That painting of a lake looks peaceful."),
+                                     ("Evan", "The museum had a painting by Monet.")], 3):
+        fact = f"{who} mentioned that {said[0].lower()}{said[1:-1]} (19 August 2023)."
+        turns[f"D1:{n}"] = (f"[19 August 2023] {who}: {said}", fact)
+    units = {}
+    for dia_id, (text, fact) in turns.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", fact, kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+        ops["update"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.read(units["D1:2"])
+        rewritten = op.write("mem:D1:2", "Evan goes for a drive to calm down (2 September 2023).",
+                             kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        op.write("query:q1", HOBBY, kind=VariableKind.QUERY)
+        unit = op.read(rewritten)
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "driving", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=HOBBY, prediction="driving", gold="Watercolor painting",
+                             evidence=["D1:1", "D1:2"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_question_in_the_evidence_is_no_fact_its_extraction_dropped(tracer_provider, span_exporter):
+    """Evidence that asks ('why did you join a painting class?') states nothing an extractor should keep:
+    that its extraction kept none of it is no earlier fault than the update that overwrote the answer's
+    unit."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _hobby_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["update"], ErrorType.UPDATE)

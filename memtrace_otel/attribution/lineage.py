@@ -92,6 +92,9 @@ class Verdict:
     confidence: float = 0.9
     gold_grounded: bool = True
     alternatives: list[str] = field(default_factory=list)
+    asked: bool = False
+    """The evidence sentence is a question and the verdict an extraction that stored nothing of it: a
+    question states no fact for an extractor to keep (the answer to it is the next message's)."""
 
 
 def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
@@ -385,11 +388,21 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural
+    verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
     if structural:
         verdict.confidence = 0.35
     elif info.source != "gold":
         verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
+
+
+def _is_question(sentence: str) -> bool:
+    """Whether ``sentence`` asks rather than states (it ends with a question mark).
+
+    >>> _is_question("Why did you start painting years ago anyway?"), _is_question("I paint.")
+    (True, False)
+    """
+    return sentence.rstrip().rstrip("\"')]").endswith("?")
 
 
 def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
@@ -404,6 +417,7 @@ def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
         return None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
+    pool = [v for v in pool if not v.asked] or pool
     operations = list(dict.fromkeys(v.operation for v in pool))
     if len(operations) == 1:
         return pool[0]
