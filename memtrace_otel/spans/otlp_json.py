@@ -44,7 +44,8 @@ class MalformedSpan(ValueError):
     """A span that cannot be kept (missing or malformed ids, wrong types)."""
 
 
-def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
+def get_field(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    """A field under its OTLP/JSON (lowerCamelCase) name, else its protobuf (snake_case) name."""
     value = obj.get(camel)
     return obj.get(snake) if value is None else value
 
@@ -126,7 +127,7 @@ class _Context:
 
 def _span(raw: dict[str, Any], ctx: _Context) -> SpanRecord:
     # The hot loop of reading a file: field lookups are spelled out rather than going
-    # through _get, the common well-typed case of each field is tested inline before any
+    # through get_field, the common well-typed case of each field is tested inline before any
     # call, and the record is built positionally (keywords cost twice as much).
     get, span_ids = raw.get, ctx.span_ids
     trace_id = get("traceId")
@@ -211,7 +212,7 @@ def _events(raw_events: Any, span_id: str, ctx: _Context) -> list[SpanEvent]:
             name = event.get("name", "")
             if type(name) is not str:
                 raise BadValue(f"name {brief(name)} is not a string")
-            time = unsigned_nanos(_get(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano")
+            time = unsigned_nanos(get_field(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano")
         except BadValue as error:
             ctx.report(span_id, f"event skipped: {error}")
             continue
@@ -260,7 +261,8 @@ def records_from_traces_data(
     """
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
         document = document["result"]  # Jaeger's /api/v3 wraps TracesData in {"result": ...}
-    resource_spans = _get(document, "resourceSpans", "resource_spans") if isinstance(document, dict) else None
+    resource_spans = (get_field(document, "resourceSpans", "resource_spans")
+                      if isinstance(document, dict) else None)
     if not isinstance(resource_spans, list):
         problems.append(Problem(where, "not an OTLP TracesData object (no resourceSpans list)"))
         return
@@ -289,11 +291,12 @@ def span_count(document: Any) -> int:
     """
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
         document = document["result"]
-    resource_spans = _get(document, "resourceSpans", "resource_spans") if isinstance(document, dict) else None
+    resource_spans = (get_field(document, "resourceSpans", "resource_spans")
+                      if isinstance(document, dict) else None)
     count = 0
     for resource_span in resource_spans if isinstance(resource_spans, list) else ():
-        scope_spans = _get(resource_span, "scopeSpans", "scope_spans") if isinstance(resource_span, dict) \
-            else None
+        scope_spans = (get_field(resource_span, "scopeSpans", "scope_spans")
+                       if isinstance(resource_span, dict) else None)
         for scope_span in scope_spans if isinstance(scope_spans, list) else ():
             spans = scope_span.get("spans") if isinstance(scope_span, dict) else None
             count += len(spans) if isinstance(spans, list) else 0
@@ -306,7 +309,7 @@ def _scope_span_lists(resource_span: Any, ctx: _Context) -> Iterator[list[Any]]:
         ctx.problems.append(Problem(ctx.where, "resourceSpans entry is not an object"))
         return
     _resource(resource_span.get("resource"), ctx)
-    scope_spans = _get(resource_span, "scopeSpans", "scope_spans")
+    scope_spans = get_field(resource_span, "scopeSpans", "scope_spans")
     if not isinstance(scope_spans, list):
         ctx.problems.append(Problem(ctx.where, "resourceSpans entry has no scopeSpans list"))
         return

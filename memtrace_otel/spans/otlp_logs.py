@@ -20,7 +20,7 @@ from memtrace_otel.semconv import Category, EvaluationSignal, GenAI, GenAIEvent,
 from memtrace_otel.signals import FailureRule, default_failure_rule
 from memtrace_otel.spans.anyvalue import any_value, key_values, unsigned_nanos
 from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
-from memtrace_otel.spans.otlp_json import MalformedSpan, normalise_id
+from memtrace_otel.spans.otlp_json import MalformedSpan, get_field, normalise_id
 
 __all__ = ["is_logs_document", "records_from_logs_data"]
 
@@ -33,13 +33,8 @@ def is_logs_document(document: Any) -> bool:
     return isinstance(document, dict) and ("resourceLogs" in document or "resource_logs" in document)
 
 
-def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
-    value = obj.get(camel)
-    return obj.get(snake) if value is None else value
-
-
 def _list(obj: Any, camel: str, snake: str) -> list[Any]:
-    value = _get(obj, camel, snake) if isinstance(obj, dict) else None
+    value = get_field(obj, camel, snake) if isinstance(obj, dict) else None
     return value if isinstance(value, list) else []
 
 
@@ -66,7 +61,7 @@ def records_from_logs_data(document: Any, where: str, problems: list[Problem],
     rule = rule or default_failure_rule()
     index = 0
     for resource_logs in _list(document, "resourceLogs", "resource_logs"):
-        resource = _get(resource_logs, "resource", "resource") if isinstance(resource_logs, dict) else None
+        resource = resource_logs.get("resource") if isinstance(resource_logs, dict) else None
         errors: list[tuple[str, str]] = []
         resource_attributes = key_values(resource.get("attributes"), errors) if isinstance(resource, dict) \
             else {}
@@ -87,7 +82,7 @@ def _record(raw: Any, where: str, problems: list[Problem], rule: FailureRule,
         return None
     errors: list[tuple[str, str]] = []
     attributes = key_values(raw.get("attributes"), errors)
-    name = _get(raw, "eventName", "event_name") or attributes.get("event.name")
+    name = get_field(raw, "eventName", "event_name") or attributes.get("event.name")
     if name != _EVENT:
         return None
     body = raw.get("body")
@@ -101,14 +96,15 @@ def _record(raw: Any, where: str, problems: list[Problem], rule: FailureRule,
     if not rule.fails(attributes):
         return None
     try:
-        trace_id = normalise_id(_get(raw, "traceId", "trace_id"), 32)
-        span_id = normalise_id(_get(raw, "spanId", "span_id"), 16)
+        trace_id = normalise_id(get_field(raw, "traceId", "trace_id"), 32)
+        span_id = normalise_id(get_field(raw, "spanId", "span_id"), 16)
     except MalformedSpan as error:
         problems.append(Problem(where, f"failing {_EVENT} log record skipped: it names no span ({error})"))
         return None
     try:
-        at = unsigned_nanos(_get(raw, "timeUnixNano", "time_unix_nano") or
-                            _get(raw, "observedTimeUnixNano", "observed_time_unix_nano") or 0, "timeUnixNano")
+        raw_time = (get_field(raw, "timeUnixNano", "time_unix_nano")
+                    or get_field(raw, "observedTimeUnixNano", "observed_time_unix_nano") or 0)
+        at = unsigned_nanos(raw_time, "timeUnixNano")
     except ValueError:
         at = 0
     score = attributes.get(GenAI.EVALUATION_SCORE_VALUE)
