@@ -190,6 +190,15 @@ class Retriever:
         return sorted(range(self.n), key=lambda i: (-scores[i], i))
 
 
+def construction_session(graph: Graph, conversation: Conversation, session: int,
+                         opened: dict[int, str]) -> None:
+    """Open MemBase's ``memory_construction`` session for LoCoMo session ``session`` (numbered in
+    the order sessions open; ``opened`` maps LoCoMo session -> the graph's session id)."""
+    opened[session] = graph.session(
+        "memory_construction", f"It is the {len(opened) + 1}th conversational session.",
+        session_id=f"locomo-{conversation.sample}-session-{session}")
+
+
 def search_session(graph: Graph, top_k: int) -> None:
     graph.where("membase/runners/search.py")
     graph.advance(3600)

@@ -39,6 +39,7 @@ from memtrace_bench.membase.common import (
     Outcome,
     Retriever,
     blur,
+    construction_session,
     evaluate,
     query_variable,
     rank_key,
@@ -387,9 +388,7 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
     for turn in conversation.turns:
         if turn.session not in sessions:
             graph.where("membase/runners/construction.py")
-            sessions[turn.session] = graph.session(
-                "memory_construction", f"It is the {len(sessions) + 1}th conversational session.",
-                session_id=f"locomo-{conversation.sample}-session-{turn.session}")
+            construction_session(graph, conversation, turn.session, sessions)
         graph.advance(0.2)
         graph.where("membase/layers/evermemos.py")
         message = graph.variable(json_encode({"name": turn.speaker, "role": "user", "content": turn.text,

@@ -38,6 +38,7 @@ from memtrace_bench.membase.common import (
     Retriever,
     blur,
     carries,
+    construction_session,
     evaluate,
     query_variable,
     rank_key,
@@ -252,9 +253,7 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
     sessions: dict[int, str] = {}
     for turn in conversation.turns:
         if turn.session not in sessions:
-            sessions[turn.session] = graph.session(
-                "memory_construction", f"It is the {len(sessions) + 1}th conversational session.",
-                session_id=f"locomo-{conversation.sample}-session-{turn.session}")
+            construction_session(graph, conversation, turn.session, sessions)
         graph.advance(0.2)
         message = _message(graph, turn)
         facts, facts_var = _extract(graph, turn, message, faults.get(("extract", turn.dia_id)), outcome)

@@ -28,6 +28,7 @@ from memtrace_bench.membase.common import (
     Fault,
     Outcome,
     Retriever,
+    construction_session,
     evaluate,
     query_variable,
     rank_key,
@@ -103,9 +104,7 @@ def run(graph: Graph, conversation: Conversation, faults: dict[tuple[str, str], 
     sessions: dict[int, str] = {}
     for turn in conversation.turns:
         if turn.session not in sessions:
-            sessions[turn.session] = graph.session(
-                "memory_construction", f"It is the {len(sessions) + 1}th conversational session.",
-                session_id=f"locomo-{conversation.sample}-session-{turn.session}")
+            construction_session(graph, conversation, turn.session, sessions)
         graph.advance(0.2)
         line = f"Speaker {turn.speaker} (role: user) says: {turn.text}\nTimestamp: {turn.timestamp}"
         message = graph.variable(json_encode({"content": line, "name": turn.speaker, "role": "user",
