@@ -166,3 +166,25 @@ def accepts(port: int) -> bool:
 def loopback_env(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """``os.environ`` with ``overrides``, and loopback never through a proxy a developer's shell may set."""
     return {**os.environ, "NO_PROXY": _LOOPBACK, "no_proxy": _LOOPBACK, **(overrides or {})}
+
+
+MEM0_VENVS = Path(os.environ.get("MEMTRACE_MEM0_VENVS", Path.home() / ".cache" / "memtrace" / "venvs"))
+"""Where ``.ci/install-mem0-venvs.sh`` builds the mem0ai venvs (``MEMTRACE_MEM0_VENVS``)."""
+
+
+def pytest_in_venv(python: Path, tests: Path, label: str, missing: str) -> str:
+    """Run the pytest suite ``tests`` with another venv's ``python`` (mem0ai cannot share ours) and
+    return its summary line; an absent venv skips with ``missing`` locally and fails under CI."""
+    if not python.exists():
+        if os.environ.get("CI"):
+            pytest.fail(missing + ": CI must install it")
+        pytest.skip(missing)
+    env = {**os.environ, "MEM0_TELEMETRY": "False", "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header", str(tests)]
+    done = subprocess.run(command, cwd=tests.parent.parent, capture_output=True, text=True, env=env,
+                          timeout=600)
+    summary = done.stdout.strip().splitlines()[-1:] if done.stdout.strip() else []
+    output = f"{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{label} failed:\n{output}"
+    assert summary and " passed" in summary[0], f"{label}: no test ran: {done.stdout[-2000:]}"
+    return summary[0]
