@@ -38,6 +38,7 @@ __all__ = [
     "MemTrace",
     "MemTraceEvent",
     "MemTraceLink",
+    "MemTraceStage",
     "MemTraceStep",
     "RecordMetadata",
     "VariableKind",
@@ -244,6 +245,11 @@ class MemTraceEvent:
 
     STEP = "memtrace.step"
     """One internal step of an operation, described by :class:`MemTraceStep`."""
+    STAGE = "memtrace.stage"
+    """A stage of an operation recorded on its span instead of as a child span (mem0's ``add``:
+    extraction, the search of existing memories, the decision), described by :class:`MemTraceStage`
+    and the operation keys of :class:`MemTrace`; the graph builder makes it an operation node of its
+    own, as it would the child span."""
 
 
 class MemTraceStep:
@@ -255,6 +261,18 @@ class MemTraceStep:
     """Variable ids the step read."""
     OUTPUTS = "memtrace.step.outputs"
     """Variable ids the step wrote (intermediate variables of the operation)."""
+
+
+class MemTraceStage:
+    """Attributes of a ``memtrace.stage`` event besides the operation keys it shares with spans
+    (``memtrace.operation.name`` / ``.category``, ``memtrace.inputs``, ``memtrace.outputs``,
+    ``memtrace.variables``, ``memtrace.steps`` ...)."""
+
+    ID = "memtrace.stage.id"
+    """The stage's own id, 16 lowercase hex digits like a span id and unique as one: its operation
+    node is ``op:<trace_id>:<stage id>``, and a verdict or a record's lineage names it as a span."""
+    START = "memtrace.stage.start_time_unix_nano"
+    """When the stage started (the event's own time is when it ended)."""
 
 
 class MemTraceLink:
@@ -394,8 +412,8 @@ def all_keys() -> list[str]:
     True
     """
     keys: list[str] = []
-    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceLink, MemTraceAttribution, MemTraceBench,
-                      SmartComment, LoongsuiteMem0, MemTraceTarget):
+    for namespace in (GenAI, MemTrace, MemTraceStep, MemTraceStage, MemTraceLink, MemTraceAttribution,
+                      MemTraceBench, SmartComment, LoongsuiteMem0, MemTraceTarget):
         keys.extend(
             value
             for name, value in vars(namespace).items()
@@ -448,6 +466,9 @@ class MemTraceAttribution:
     """The runners-up, best first, short: span name, error type and confidence of each."""
     FAILURE_REASON = "memtrace.attribution.failure_reason"
     """Why no operation could be blamed (only on unattributed failures)."""
+    ROOT_CAUSE_STAGE_ID = "memtrace.root_cause.stage.id"
+    """When the root cause is a stage recorded as a ``memtrace.stage`` event: its stage id (the
+    ``memtrace.root_cause.span_id`` is then the span the event is on, the annotation's parent)."""
     STEP_SPAN_ID = "memtrace.attribution.step.span_id"
     """Span id of the model call inside the root cause that went wrong (its internal ``llm_call`` step;
     only when the blamed operation has steps)."""

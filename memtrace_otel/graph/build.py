@@ -45,6 +45,7 @@ from memtrace_otel.graph.cycles import break_cycles
 from memtrace_otel.graph.foreign import covered, is_foreign, lineage_spans, search_contexts
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
+from memtrace_otel.graph.stages import has_stages, stage_records
 from memtrace_otel.graph.verdicts import evaluator_node, evaluator_node_id, resolve_targets
 from memtrace_otel.semconv import (
     GENAI_OPERATION_CATEGORY,
@@ -53,6 +54,7 @@ from memtrace_otel.semconv import (
     GenAI,
     MemTrace,
     MemTraceEvent,
+    MemTraceStage,
     MemTraceStep,
     MemTraceTarget,
     VariableKind,
@@ -196,7 +198,8 @@ def _steps(span: SpanRecord, problems: list[Problem]) -> list[dict[str, Any]]:
     """The ``memtrace.step`` events of a span, their values checked like attributes."""
     steps = []
     for event in span.events:
-        if event.name == MemTraceEvent.STEP:
+        # A step naming a stage is that stage's (graph/stages.py), not the span's own.
+        if event.name == MemTraceEvent.STEP and MemTraceStage.ID not in event.attributes:
             e = event.attributes
             steps.append({"name": text(e.get(MemTraceStep.NAME), MemTraceStep.NAME, span, problems) or "",
                           "inputs": strings(e.get(MemTraceStep.INPUTS), MemTraceStep.INPUTS, span, problems),
@@ -333,8 +336,20 @@ class _Builder:
             if steps:
                 data["steps"] = steps
             self.evaluator_failure(span)
+            if has_stages(span):
+                self.add_stages(node, span)
         if "passed" in data and MemTraceTarget.SPAN_ID in a:
             self.target(node, span)
+
+    def add_stages(self, node: str, span: SpanRecord) -> None:
+        """The stages ``span`` records as ``memtrace.stage`` events: each the operation node its own
+        span would have made (:mod:`memtrace_otel.graph.stages`), marked ``stage_of`` the span."""
+        for stage in stage_records(span, self.problems):
+            self.add_span(stage)
+            stage_node = f"op:{stage.trace_id}:{stage.span_id}"
+            if stage_node in self.nodes:
+                self.nodes[stage_node]["stage_of"] = span.span_id
+                self.genai.add_stage(node, stage.start_time_unix_nano, stage.end_time_unix_nano, stage_node)
 
     def evaluator_failure(self, span: SpanRecord) -> None:
         """Keep an evaluator's failing ``gen_ai.evaluation.result`` on ``span`` (made a node at the end)."""

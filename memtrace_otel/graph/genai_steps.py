@@ -73,9 +73,25 @@ class GenAICalls:
     def __init__(self) -> None:
         self.calls: list[SpanRecord] = []
         self.parents: dict[tuple[str, str], str] = {}
+        self.stages: dict[str, list[tuple[int, int, str]]] = {}
+        """Operation node -> its stages recorded as events (``graph/stages.py``): start, end, node."""
 
     def __bool__(self) -> bool:
         return bool(self.calls)
+
+    def add_stage(self, operation: str, start: int, end: int, stage: str) -> None:
+        """``stage`` is a stage of ``operation`` recorded as an event: the calls made while it ran are its."""
+        self.stages.setdefault(operation, []).append((start, end, stage))
+
+    def stage_at(self, operation: str, time: int) -> str:
+        """The stage of ``operation`` running at ``time`` (the latest started), else ``operation``.
+
+        A model call made inside a stage recorded as an event is a child of the operation's span;
+        as a child of the stage's span it was the stage's step, so it is the stage's here too.
+        """
+        running = [(start, stage) for start, end, stage in self.stages.get(operation, ())
+                   if start <= time <= end]
+        return max(running)[1] if running else operation
 
     def add(self, span: SpanRecord) -> None:
         if span.parent_span_id:
@@ -157,6 +173,8 @@ def add_genai_steps(G: nx.DiGraph, calls: GenAICalls, problems: list[Problem] | 
         parent = _memory_ancestor(G, calls.parents, span)
         if parent is None or node in G:  # outside any memory operation, or a span read twice
             continue
+        if calls.stages:
+            parent = calls.stage_at(parent, span.start_time_unix_nano)
         _add_step(G, node, parent, span, problems)
         added[parent].append(node)
     for parent, steps in added.items():

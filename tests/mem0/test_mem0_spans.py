@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import MESSAGE_IDS_KEY, Mem0Instrumentor, context_name, mem0_generation
-from memtrace_otel.semconv import GenAI, MemTrace, RecordMetadata
+from memtrace_otel.semconv import GenAI, MemTrace, MemTraceEvent, MemTraceStage, RecordMetadata
 from memtrace_otel.spans import record_from_readable
 
 
@@ -35,6 +35,15 @@ def add_fact(memory: Any, server: Any, fact: str, text: str) -> str:
     return memory.add(text, user_id=USER)["results"][0]["id"]
 
 
+def stages_of(span: Any) -> dict[str, list[dict[str, Any]]]:
+    """The ``memtrace.stage`` events of a span, by operation name."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event in span.events:
+        if event.name == MemTraceEvent.STAGE:
+            found.setdefault(event.attributes[MemTrace.OPERATION_NAME], []).append(dict(event.attributes))
+    return found
+
+
 def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm_server: Any,
                                              span_exporter: InMemorySpanExporter) -> None:
     record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
@@ -43,18 +52,50 @@ def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm
     assert add.name == "upsert_memory"  # the GenAI conventions' {gen_ai.operation.name}
     assert add.attributes[GenAI.OPERATION_NAME] == "upsert_memory"
     assert add.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
+    # Two spans: add, and the record it created (a child, even from mem0's worker thread) ...
+    assert set(spans) == {"mem0.add", "mem0.create"}
+    (create,) = spans["mem0.create"]
+    assert create.parent is not None and create.parent.span_id == add.context.span_id
+    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
+    # ... and the internal stages as events of add, each with its own id and lineage.
+    stages = stages_of(add)
+    expected = {"mem0.add.extract", "mem0.add.search"} | ({"mem0.add.decide"} if mem0_generation() == 1 else set())
+    assert set(stages) == expected
+    ids = [s[MemTraceStage.ID] for found in stages.values() for s in found]
+    assert len(set(ids)) == len(ids) and all(len(i) == 16 and i != f"{add.context.span_id:016x}" for i in ids)
+    (extract,) = stages["mem0.add.extract"]
+    assert extract[MemTrace.OPERATION_CATEGORY] == "extraction"
+    assert list(extract[MemTrace.STEP_NAMES]) == ["prompt", "response", "parse"]
+    facts = next(v for v in extract[MemTrace.OUTPUTS] if "facts" in v)
+    assert facts.startswith(f"mem0.facts:{extract[MemTraceStage.ID]}@")  # named by the stage, not the span
+    # prompt -> response -> facts; 1.x decides from the facts, 2.x stores them directly
+    reader = stages["mem0.add.decide"][0] if mem0_generation() == 1 else dict(create.attributes)
+    assert facts in reader[MemTrace.INPUTS]
+    G = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
+    node = f"op:{add.context.trace_id:032x}:{extract[MemTraceStage.ID]}"
+    assert G.nodes[node]["stage_of"] == f"{add.context.span_id:016x}"
+    assert [s["name"] for s in G.nodes[node]["steps"]] == ["prompt", "response", "parse"]
+    assert G.has_edge(node, facts) and G.nodes[node]["category"] == "extraction"
+
+
+def test_stage_spans_switch_keeps_the_older_shape(tracer_provider: Any, memory: Any, llm_server: Any,
+                                                  span_exporter: InMemorySpanExporter,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMTRACE_MEM0_STAGE_SPANS", "true")
+    instrumentor = Mem0Instrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    try:
+        add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    finally:
+        instrumentor.uninstrument()
+    spans = spans_by_name(span_exporter)
+    (add,) = spans["mem0.add"]
     expected = {"mem0.add.extract", "mem0.add.search", "mem0.create"}
     if mem0_generation() == 1:
         expected.add("mem0.add.decide")
-    assert expected <= set(spans)
+    assert expected <= set(spans) and not stages_of(add)
     for name in expected:  # every step of the pipeline is a child of add, even in mem0's worker thread
         assert all(s.parent is not None and s.parent.span_id == add.context.span_id for s in spans[name])
-    (create,) = spans["mem0.create"]
-    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
-    facts = next(v for v in spans["mem0.add.extract"][0].attributes[MemTrace.OUTPUTS] if "facts" in v)
-    # prompt -> response -> facts; 1.x decides from the facts, 2.x stores them directly
-    reader = spans["mem0.add.decide" if mem0_generation() == 1 else "mem0.create"][0]
-    assert facts in reader.attributes[MemTrace.INPUTS]
 
 
 def test_record_metadata_carries_the_writer(instrumented: Any, memory: Any, llm_server: Any,
@@ -93,12 +134,16 @@ def test_v1_scripted_decisions_change_records_inside_add(instrumented: Any, memo
     memory.add("Actually I moved to Porto.", user_id=USER)
     spans = spans_by_name(span_exporter)
     (update,) = spans["mem0.update"]
-    decide = spans["mem0.add.decide"][-1]
-    decisions = next(v for v in decide.attributes[MemTrace.OUTPUTS] if v.startswith("mem0.decisions"))
+    decide = stages_of(spans["mem0.add"][-1])["mem0.add.decide"][-1]
+    decisions = next(v for v in decide[MemTrace.OUTPUTS] if v.startswith("mem0.decisions"))
     assert update.parent.span_id == spans["mem0.add"][-1].context.span_id
     assert set(update.attributes[MemTrace.INPUTS]) == {decisions, f"mem0:{record}@1"}
     assert update.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@2",)
-    assert f"mem0:{record}@1" in decide.attributes[MemTrace.INPUTS]  # the existing memory it was shown
+    assert f"mem0:{record}@1" in decide[MemTrace.INPUTS]  # the existing memory it was shown
+    # The add span links the record's writer once (the decision and the search both read it).
+    (create,) = spans["mem0.create"]
+    links = [link.context.span_id for link in spans["mem0.add"][-1].links]
+    assert links.count(create.context.span_id) == 1
 
 
 def test_search_links_to_the_writer_and_records_scores(instrumented: Any, memory: Any, llm_server: Any,

@@ -45,8 +45,13 @@ Wrapper = Callable[[Callable[..., Any], Any, Args, Kw], Any]
 class StoreHooks:
     """Installs, and removes, the hooks on the vector store and LLM classes mem0 uses."""
 
-    def __init__(self, tracer: MemoryTracer, llm_specs: tuple[MethodSpec, ...]) -> None:
+    def __init__(self, tracer: MemoryTracer, llm_specs: tuple[MethodSpec, ...], *,
+                 stage_spans: bool = False) -> None:
         self._tracer = tracer
+        self._stage_spans = stage_spans
+        """``add``'s stages as child spans (the older shape) instead of events of its span."""
+        for spec in llm_specs:
+            spec.as_event = not stage_spans  # type: ignore[attr-defined]
         self._llm_specs = llm_specs
         self._lock = threading.Lock()
         self._hooked: frozenset[type] = frozenset()
@@ -91,6 +96,7 @@ class StoreHooks:
             return _llm_wrapper(self._tracer, self._llm_specs, function)
         if name == "search":
             spec = ExistingSearchSpec("mem0.add.search", Category.RETRIEVAL)
+            spec.as_event = not self._stage_spans
             return wrapper_for(self._tracer, spec, function)
         if name == "insert":
             return _insert_wrapper(self._tracer, function)

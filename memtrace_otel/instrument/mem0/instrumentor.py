@@ -25,6 +25,7 @@ from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
 from memtrace_otel.instrument.mem0.methods import method_specs
 from memtrace_otel.instrument.mem0.package import _instruments
+from memtrace_otel.instrument.mem0.stages import stage_spans_default
 from memtrace_otel.instrument.tracer import MemoryTracer
 
 __all__ = ["Mem0Instrumentor", "mem0_generation"]
@@ -48,10 +49,13 @@ def _patches(major: int) -> ModuleType:
 class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Traces mem0ai 1.x and 2.x ``Memory`` / ``AsyncMemory`` (see ``docs/mem0.md``).
 
-    ``instrument(tracer_provider=None, memory_tracer=None)``: ``memory_tracer`` shares a
-    :class:`~memtrace_otel.MemoryTracer` (its version registry and in-process contents)
-    with the application's own traced operations. ``uninstrument()`` restores every
-    patched method and class as it was.
+    ``instrument(tracer_provider=None, memory_tracer=None, stage_spans=None)``: ``memory_tracer``
+    shares a :class:`~memtrace_otel.MemoryTracer` (its version registry and in-process contents)
+    with the application's own traced operations. ``add``'s internal stages (extraction, the
+    search of existing memories, the decision) are ``memtrace.stage`` events of its span
+    (:mod:`.stages`); ``stage_spans=True`` (default: the ``MEMTRACE_MEM0_STAGE_SPANS`` environment
+    variable) makes them child spans as before, for dashboards that count them; the graph is the
+    same either way. ``uninstrument()`` restores every patched method and class as it was.
 
     Thread-safe: ``instrument``/``uninstrument`` are serialised by the base class's
     singleton; the wrappers keep per-call state in context variables.
@@ -66,7 +70,9 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
         tracer = kwargs.get("memory_tracer") or MemoryTracer(kwargs.get("tracer_provider"))
         version = _patches(mem0_generation())
         self.memory_tracer = tracer
-        self._hooks = StoreHooks(tracer, version.llm_call_specs())
+        stage_spans = kwargs.get("stage_spans")
+        stage_spans = stage_spans_default() if stage_spans is None else bool(stage_spans)
+        self._hooks = StoreHooks(tracer, version.llm_call_specs(), stage_spans=stage_spans)
         self._wrapped: list[tuple[Any, str, Any]] = []
         module = importlib.import_module(_MODULE)
         specs = method_specs()

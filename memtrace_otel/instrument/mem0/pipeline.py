@@ -16,6 +16,7 @@ from typing import Any
 from memtrace_otel.instrument.genai import RetrievedRecord
 from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
 from memtrace_otel.instrument.mem0.scope import Role, Scope, record_name, stored_variable
+from memtrace_otel.instrument.mem0.stages import StageOperation
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 
 __all__ = ["BatchCreateSpec", "ExistingSearchSpec", "LlmCallSpec", "lines_of", "parse_json_object",
@@ -47,7 +48,13 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
 
 
 class _StageSpec(MethodSpec):
-    """A stage of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory."""
+    """A stage of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory.
+
+    ``as_event``: the stage is a ``memtrace.stage`` event of the ``add`` span (:mod:`.stages`), not
+    a child span; the instrumentor sets it (the default) unless asked for stage spans.
+    """
+
+    as_event = False
 
     def applies(self, instance: Any, arguments: Arguments, parent: Scope | None) -> bool:
         return parent is not None and parent.role is Role.ADD and instance is self.target(parent)
@@ -59,6 +66,11 @@ class _StageSpec(MethodSpec):
         return parent.memory if parent is not None else instance
 
     def open(self, tracer: Any, instance: Any, arguments: Arguments, parent: Scope | None) -> Scope:
+        if self.as_event and parent is not None:
+            if parent.stage_links is None:
+                parent.stage_links = set()
+            op = StageOperation(tracer, self.name, self.category, parent.op, parent.stage_links)
+            return Scope(parent.memory, op, self.role, registry=tracer.registry, parent=parent)
         scope = super().open(tracer, instance, arguments, parent)
         scope.parent = parent
         return scope
@@ -168,7 +180,9 @@ def write_records(scope: Scope, arguments: Arguments) -> None:
 
 
 def _span_id(scope: Scope) -> str:
-    return f"{scope.op.span_context.span_id:016x}"
+    """What names a stage's own variables: its span id, or its stage id when it is an event."""
+    op = scope.op
+    return f"{op.stage_id if isinstance(op, StageOperation) else op.span_context.span_id:016x}"
 
 
 def _prompt_text(messages: Any) -> str:

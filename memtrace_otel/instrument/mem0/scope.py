@@ -63,6 +63,8 @@ class Scope:
     """The traced call this one runs inside (``add`` for its pipeline's stages)."""
     context: str | None = None
     """A search's context variable (``methods.context_name`` of its query and scope)."""
+    stage_links: set[int] | None = None
+    """``add``: span ids of the writers its stage events linked (one link per writer on its span)."""
 
 
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("memtrace_mem0_scope", default=None)

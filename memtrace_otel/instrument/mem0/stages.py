@@ -1,0 +1,171 @@
+"""``add``'s internal stages as ``memtrace.stage`` events of its span, not spans of their own.
+
+A traced ``add`` was five spans (the call, extraction, the search of existing memories, the
+decision, each record written); a span costs the SDK's start, end, validation and locking, and
+four fifths of what the instrumentation added to an ``add`` was that. A stage adds nothing a span
+is needed for (nothing nests under it that is not ``add``'s already, nothing else reads its span
+context), so by default it is recorded as one event on the ``add`` span: :class:`StageOperation`
+is an :class:`~memtrace_otel.instrument.operation.Operation` whose span is a plain collector
+(:class:`_StageRecord`); when the stage ends its attributes (the same keys a stage span carries:
+name, category, ``memtrace.inputs`` / ``memtrace.outputs`` / ``memtrace.variables``, the GenAI
+retrieval and model attributes) become the attributes of one ``memtrace.stage`` event, with the
+stage's id and start time (``docs/conventions.md``, "Stages as events"). Its links (the writers of
+the records it read) go on the ``add`` span, once per writer. The records' create, update and
+delete stay child spans: the GenAI conventions describe them as memory-client spans, and a
+record's ``memtrace_traceparent`` names them.
+
+The graph builder (:mod:`memtrace_otel.graph.stages`) makes each event the operation node the
+stage span made, ``op:<trace_id>:<stage id>``. ``Mem0Instrumentor().instrument(stage_spans=True)``
+(or ``MEMTRACE_MEM0_STAGE_SPANS=true``) keeps the stages as spans, for dashboards that count them.
+
+Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event is
+added to the ``add`` span, which the SDK locks.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from memtrace_otel.instrument.operation import Operation
+from memtrace_otel.instrument.tracer import MemoryTracer
+from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
+
+__all__ = ["StageOperation", "stage_spans_default"]
+
+_STEPS = MemTrace.STEP_NAMES
+_STEP_INPUTS, _STEP_OUTPUTS = MemTraceStep.INPUTS, MemTraceStep.OUTPUTS
+_ENV = "MEMTRACE_MEM0_STAGE_SPANS"
+_random = random.Random()  # its own generator: seeding the global one in an app must not repeat ids
+
+
+def stage_spans_default() -> bool:
+    """Whether ``MEMTRACE_MEM0_STAGE_SPANS`` asks for the stages as spans (``true``/``1``/``yes``)."""
+    return os.environ.get(_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class _StageRecord:
+    """What an :class:`Operation` writes on its span, kept for the stage's event.
+
+    The subset of the span API an operation uses; links go to the span the stage is recorded on,
+    once per writer span (``linked`` is shared by every stage of one ``add``).
+    """
+
+    __slots__ = ("attributes", "host", "linked", "steps")
+
+    def __init__(self, host: Any, linked: set[int]) -> None:
+        self.host, self.linked = host, linked
+        self.attributes: dict[str, AttributeValue] = {}
+        self.steps: list[Mapping[str, AttributeValue]] = []
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        self.attributes[key] = value
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.attributes.update(attributes)
+
+    def add_event(self, name: str, attributes: Mapping[str, AttributeValue] | None = None) -> None:
+        if name == MemTraceEvent.STEP and attributes is not None:
+            self.steps.append(attributes)
+
+    def add_link(self, context: SpanContext, attributes: Mapping[str, AttributeValue] | None = None) -> None:
+        host = self.host.get_span_context()
+        if context.span_id not in self.linked and context.span_id != host.span_id:
+            self.linked.add(context.span_id)
+            self.host.add_link(context, attributes)
+
+    def set_status(self, status: Status) -> None:
+        if status.status_code is StatusCode.ERROR:
+            self.attributes.setdefault(GenAI.ERROR_TYPE, "error")
+
+    def record_exception(self, exc: BaseException) -> None:
+        """The exception is the ``add``'s too: its span records it."""
+
+    def update_name(self, name: str) -> None:
+        """A stage's name is its ``memtrace.operation.name``."""
+
+
+class StageOperation(Operation):
+    """A stage of ``add`` recorded as a ``memtrace.stage`` event of ``host``'s span.
+
+    Reads, writes, steps and GenAI attributes work as on any operation; the variables it writes
+    name the ``add`` span as their producer (a real span, for the links of whoever reads them),
+    while the graph makes the stage their writer through the event's ``memtrace.outputs``.
+    """
+
+    _links: Sequence[Link] = ()
+
+    def __init__(self, tracer: MemoryTracer, name: str, category: Category, host: Operation,
+                 linked: set[int]) -> None:
+        start = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
+        super().__init__(tracer, name, category, span_name=name, kind=SpanKind.INTERNAL, attributes=start)
+        self._host = host
+        self._host_linked = linked
+        self.stage_id = _random.getrandbits(64) or 1
+        """The stage's id (a span id no span has: 64 random bits, as the SDK makes span ids)."""
+        self._started = 0
+
+    def __enter__(self) -> Operation:
+        host = self._host
+        self._recording = host._recording
+        if self._recording:
+            self.span = _StageRecord(host.span, self._host_linked)  # type: ignore[assignment]
+            self._context = host.span_context
+            self._started = time.time_ns()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if not self._recording:
+            return
+        record: _StageRecord = self.span  # type: ignore[assignment]
+        if exc is not None:
+            record.attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
+        self._flush_lineage()
+        attributes = record.attributes
+        attributes.update(self._start)
+        attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
+        attributes[MemTraceStage.START] = self._started
+        if record.steps and not _is_chain(record.steps, self.inputs, self.outputs):
+            # Steps the chain rule cannot say: each its own step event naming the stage.
+            stage = attributes[MemTraceStage.ID]
+            for step in record.steps:
+                self._host.span.add_event(MemTraceEvent.STEP, {**step, MemTraceStage.ID: stage})
+            attributes.pop(_STEPS, None)
+        self._host.span.add_event(MemTraceEvent.STAGE, attributes)
+
+
+def _is_chain(steps: list[Mapping[str, AttributeValue]], inputs: list[Any], outputs: list[Any]) -> bool:
+    """Whether ``steps`` follow the chain rule: the first reads the stage's inputs, each later one the
+    output of the one before, and step ``i`` writes the stage's output ``i`` alone (prompt -> raw
+    response -> parsed facts). Such steps are said by ``memtrace.steps`` (their names) alone.
+
+    >>> from types import SimpleNamespace as V
+    >>> a, p, r = V(id="a@1"), V(id="p@1"), V(id="r@1")
+    >>> steps = [{"memtrace.step.inputs": ["a@1"], "memtrace.step.outputs": ["p@1"]},
+    ...          {"memtrace.step.inputs": ["p@1"], "memtrace.step.outputs": ["r@1"]}]
+    >>> _is_chain(steps, [a], [p, r]), _is_chain(steps, [a], [r, p])
+    (True, False)
+    """
+    if len(steps) != len(outputs):
+        return False
+    previous = [v.id for v in inputs]
+    for step, output in zip(steps, outputs, strict=True):
+        step_inputs, step_outputs = step.get(_STEP_INPUTS), step.get(_STEP_OUTPUTS)
+        if not isinstance(step_inputs, list | tuple) or not isinstance(step_outputs, list | tuple):
+            return False
+        if list(step_inputs) != previous or list(step_outputs) != [output.id]:
+            return False
+        previous = [output.id]
+    return True
