@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from memtrace_otel.instrument import operation
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, hooks, lifecycle, methods, pipeline
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, hooks, lifecycle, methods, pipeline, stages
 
 from openai_server import ScriptedOpenAIServer
 
@@ -69,6 +69,8 @@ def _install() -> None:
     _timed(operation.Operation, "__enter__", "  span start + context")
     _timed(operation.Operation, "__exit__", "  span end (incl. flush)")
     _timed(operation.Operation, "_flush_lineage", "    lineage attributes")
+    _timed(stages.StageOperation, "__enter__", "  stage start (no span)")
+    _timed(stages.StageOperation, "__exit__", "  stage end (incl. flush, its memtrace.stage event)")
     _timed(operation.Operation, "step", "  memtrace.step events")
     _timed(operation.Operation, "_link", "  span links")
     _timed(lifecycle.MethodSpec, "open", "  spec.open (operation, scope)")

@@ -487,6 +487,12 @@ class Operation:
             if self._linked is None:
                 self._linked = set()
             self._linked.add(producer.span_id)
+            parent = getattr(self.span, "parent", None)
+            if parent is not None and parent.span_id == producer.span_id \
+                    and parent.trace_id == producer.trace_id:
+                # The parent relation already says it; and Jaeger keeps one reference per span,
+                # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
+                return
             self.span.add_link(producer, {MemTraceLink.VARIABLE: variable_id})
 
     def _output(self, variable: Variable) -> None:

@@ -9,6 +9,12 @@ a trace id they already hold, so a verdict is added rather than edited in:
   ingestion trace), child of the root-cause span, with a link back to the
   evaluation span.
 
+A root cause that is a stage recorded as a ``memtrace.stage`` event (mem0's ``add``: its
+extraction, search or decision; the graph node's ``stage_of``) has no span of its own: given the
+graph, both spans then point at the span the event is on (``memtrace.root_cause`` is its child,
+``memtrace.root_cause.span_id`` its id) and name the stage (``memtrace.root_cause.stage.id``, and
+the stage's operation name as always).
+
 Both carry the same fields (``memtrace.error_type``, ``memtrace.root_cause.*``,
 ``memtrace.attribution.*``; ``memtrace.attribution.step.*`` names the model call inside the
 root cause that went wrong, when it made any), status ``ERROR`` and the GenAI
@@ -40,7 +46,7 @@ Thread-safe as far as the tracer is (the SDK's is).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -108,6 +114,23 @@ def root_cause_context(attribution: Attribution) -> SpanContext | None:
     return context if context.is_valid else None  # zero, negative or too long: not a span
 
 
+def _stage_host(graph: nx.DiGraph | None, attribution: Attribution) -> str | None:
+    """The span id a blamed stage is an event of (``stage_of``), when the graph says it is one."""
+    if graph is None or attribution.operation is None or attribution.operation not in graph:
+        return None
+    host = graph.nodes[attribution.operation].get("stage_of")
+    return host if isinstance(host, str) and host else None
+
+
+def _blamed_context(attribution: Attribution, graph: nx.DiGraph | None) -> SpanContext | None:
+    """The span the verdict's annotations point at: the blamed span, or the span its stage is an
+    event of."""
+    host = _stage_host(graph, attribution)
+    if host is None:
+        return root_cause_context(attribution)
+    return root_cause_context(replace(attribution, span_id=host))
+
+
 def annotation_attributes(
     attribution: Attribution, evaluation: SpanContext, role: AnnotationSpan, *,
     include_explanation: bool = True, marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
@@ -154,6 +177,13 @@ def annotation_attributes(
         _A.STEP_NAME: attribution.step_name if attribution.step_span_id else None,
     }
     attributes.update((key, value) for key, value in optional.items() if value)
+    host = _stage_host(graph, attribution)
+    if host is not None:  # a stage of that span: the span is what a trace UI can open
+        attributes[_A.ROOT_CAUSE_STAGE_ID] = attribution.span_id
+        attributes[_A.ROOT_CAUSE_SPAN_ID] = host
+        host_name = span_name_of(graph, f"op:{attribution.trace_id}:{host}")
+        if host_name:
+            attributes[_A.ROOT_CAUSE_SPAN_NAME] = host_name
     attributes[_A.CONFIDENCE] = float(attribution.confidence)
     attributes[_A.EXPLANATION] = (
         plain_explanation(graph, attribution, quotable=include_explanation)
@@ -270,7 +300,7 @@ def write_attribution_span(
     Span
         The ended span.
     """
-    link = (root_cause or root_cause_context(attribution)) if attribution.operation else None
+    link = (root_cause or _blamed_context(attribution, graph)) if attribution.operation else None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
                                        include_explanation=include_explanation, marks=marks, graph=graph)
     extras = _extras(attribution, include_explanation, _end_of(graph, attribution.case.evaluation))
@@ -287,7 +317,7 @@ def write_root_cause_span(
     Returns the ended span, or ``None`` for an unattributed verdict (there is no root cause).
     ``graph`` as for :func:`write_attribution_span` (the span placed at the blamed span's end).
     """
-    parent = root_cause or root_cause_context(attribution)
+    parent = root_cause or _blamed_context(attribution, graph)
     if parent is None or attribution.operation is None:
         return None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ROOT_CAUSE,
@@ -358,7 +388,8 @@ def annotate(
         trace_id, span_id = data["trace_id"], data["span_id"]
         evaluation = contexts.get((trace_id, span_id)) or SpanContext(
             int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        root = contexts.get((attribution.trace_id or "", attribution.span_id or ""))
+        blamed = _stage_host(G, attribution) or attribution.span_id or ""
+        root = contexts.get((attribution.trace_id or "", blamed))
         spans.extend(write_annotations(tracer, attribution, evaluation, root,
                                        include_explanation=include_explanation, marks=marks, graph=G))
     return spans

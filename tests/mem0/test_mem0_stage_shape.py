@@ -11,9 +11,9 @@ operation is named by its operation name and its rank among operations of that n
 order (``mem0.add.extract#0``), each trace by its rank, and every id inside a node id, a variable
 name or a value (``mem0.facts:<stage span id>``) is replaced by those names. mem0's record ids are
 named by their rank too (in the order the operations wrote them: mem0 makes them with
-``uuid.uuid4``, seeded here, but its other uses of it vary between runs). What differs by design, and is compared
-apart: times (``start``, ``end``), where the spans were read (``source``), and ``stage_of``, which
-only stages recorded as events have (the span id of the ``add`` they are events of).
+``uuid.uuid4``, seeded here, but its other uses of it vary between runs). What differs by design,
+and is compared apart: times (``start``, ``end``), where the spans were read (``source``), and
+``stage_of``, which only stages recorded as events have (the span id of the ``add`` they are on).
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ class Canon:
 
 def signature(G: nx.DiGraph) -> tuple[dict[str, Any], set[tuple[str, str, str]], Canon]:
     canon = Canon(G)
-    nodes = {canon(n): {k: canon(v) for k, v in d.items() if k not in _BY_DESIGN} for n, d in G.nodes(data=True)}
+    nodes = {canon(n): {k: canon(v) for k, v in d.items() if k not in _BY_DESIGN}
+             for n, d in G.nodes(data=True)}
     edges = {(canon(u), canon(v), d.get("role", "")) for u, v, d in G.edges(data=True)}
     return nodes, edges, canon
 
