@@ -28,7 +28,8 @@ one command, worker processes of each instrumentation in its own venv in alterna
 worktree`` of the previous commit, run in the memtrace venv).
 
     ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_overhead.py [--pairs 150]
-    python benchmarks/performance/mem0_overhead.py --compare [--rounds 3] [--pairs 60] [--before DIR]
+    python benchmarks/performance/mem0_overhead.py --compare [--rounds 3] [--pairs 60] [--before DIR] \
+        [--mem0 2.2.1]
 """
 
 from __future__ import annotations
@@ -210,9 +211,11 @@ def _summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
             "added_ms": added * 1e3, "share": added / base}
 
 
-def _worker(instrumentation: str, pairs: int, top_k: int, checkout: str | None) -> dict[str, Any]:
-    """One measurement in a fresh process of the instrumentation's own venv."""
-    python = os.path.join(VENVS, _WORKER_VENVS[instrumentation], "bin", "python")
+def _worker(instrumentation: str, pairs: int, top_k: int, checkout: str | None,
+            mem0: str = "1.0.11") -> dict[str, Any]:
+    """One measurement in a fresh process of the instrumentation's own venv (memtrace: of ``mem0``)."""
+    venv = _WORKER_VENVS[instrumentation] if instrumentation != "memtrace" else f"mem0ai-{mem0}"
+    python = os.path.join(VENVS, venv, "bin", "python")
     command = [python, os.path.abspath(__file__), "--json", "--instrumentation", instrumentation,
                "--pairs", str(pairs), "--top-k", str(top_k)]
     if checkout:
@@ -225,15 +228,19 @@ def _worker(instrumentation: str, pairs: int, top_k: int, checkout: str | None) 
     return json.loads(done.stdout)
 
 
-def compare(rounds: int, pairs: int, top_k: int, before: str | None) -> dict[str, Any]:
-    """Each instrumentation in its own venv, alternating rounds of fresh worker processes: medians."""
-    arms = [("memtrace", "memtrace", None), ("loongsuite", "loongsuite", None)]
+def compare(rounds: int, pairs: int, top_k: int, before: str | None, mem0: str = "1.0.11") -> dict[str, Any]:
+    """Each instrumentation in its own venv, alternating rounds of fresh worker processes: medians.
+
+    ``mem0``: the mem0ai of memtrace's venv; loongsuite runs only beside 1.0.11 (its venv's)."""
+    arms = [("memtrace", "memtrace", None)]
+    if mem0 == "1.0.11":
+        arms.append(("loongsuite", "loongsuite", None))
     if before:
         arms.insert(1, ("memtrace, before", "memtrace", before))
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in arms}
     for r in range(rounds):
         for label, instrumentation, checkout in arms[r % len(arms):] + arms[:r % len(arms)]:
-            runs[label].append(_worker(instrumentation, pairs, top_k, checkout))
+            runs[label].append(_worker(instrumentation, pairs, top_k, checkout, mem0))
             row = runs[label][-1]
             print(f"round {r + 1}: {label:17} add {row['add']['cpu_added_ms']:+.3f} ms CPU, search "
                   f"{row['search']['cpu_added_ms']:+.3f} ms CPU (load average {os.getloadavg()[0]:.1f})",
@@ -261,10 +268,12 @@ def main() -> int:
                         help="memtrace and loongsuite, each in its own venv, alternating rounds")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", help="--compare: also memtrace from this checkout (the code before)")
+    parser.add_argument("--mem0", choices=("1.0.11", "2.2.1"), default="1.0.11",
+                        help="--compare: memtrace's mem0ai venv (loongsuite runs only beside 1.0.11)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.compare:
-        result = compare(args.rounds, args.pairs, args.top_k, args.before)
+        result = compare(args.rounds, args.pairs, args.top_k, args.before, args.mem0)
         if args.json:
             print(json.dumps(result, indent=2))
             return 0

@@ -53,14 +53,14 @@ def stage_spans_default() -> bool:
 class _StageRecord:
     """What an :class:`Operation` writes on its span, kept for the stage's event.
 
-    The subset of the span API an operation uses; links go to the span the stage is recorded on,
-    once per writer span (``linked`` is shared by every stage of one ``add``).
+    The subset of the span API an operation uses; links go to the span the stage is recorded on
+    (the stage operation asks once per writer span: its set of linked writers is the ``add``'s).
     """
 
-    __slots__ = ("attributes", "host", "linked", "steps")
+    __slots__ = ("attributes", "host", "steps")
 
-    def __init__(self, host: Any, linked: set[int]) -> None:
-        self.host, self.linked = host, linked
+    def __init__(self, host: Any) -> None:
+        self.host = host
         self.attributes: dict[str, AttributeValue] = {}
         self.steps: list[Mapping[str, AttributeValue]] = []
 
@@ -78,10 +78,7 @@ class _StageRecord:
             self.steps.append(attributes)
 
     def add_link(self, context: SpanContext, attributes: Mapping[str, AttributeValue] | None = None) -> None:
-        host = self.host.get_span_context()
-        if context.span_id not in self.linked and context.span_id != host.span_id:
-            self.linked.add(context.span_id)
-            self.host.add_link(context, attributes)
+        self.host.add_link(context, attributes)
 
     def set_status(self, status: Status) -> None:
         if status.status_code is StatusCode.ERROR:
@@ -109,7 +106,7 @@ class StageOperation(Operation):
         start = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
         super().__init__(tracer, name, category, span_name=name, kind=SpanKind.INTERNAL, attributes=start)
         self._host = host
-        self._host_linked = linked
+        self._shared_links = linked
         self.stage_id = _random.getrandbits(64) or 1
         """The stage's id (a span id no span has: 64 random bits, as the SDK makes span ids)."""
         self._started = 0
@@ -118,8 +115,14 @@ class StageOperation(Operation):
         host = self._host
         self._recording = host._recording
         if self._recording:
-            self.span = _StageRecord(host.span, self._host_linked)  # type: ignore[assignment]
-            self._context = host.span_context
+            self.span = _StageRecord(host.span)  # type: ignore[assignment]
+            self._context = context = host.span_context
+            # Every stage of one add links a writer once, on the add span, and never the add itself
+            # (the stages' own variables name it as their producer).
+            linked = self._shared_links
+            if not linked:
+                linked.add(context.span_id)
+            self._linked = linked
             self._started = time.time_ns()
         return self
 
