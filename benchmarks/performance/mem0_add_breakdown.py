@@ -10,6 +10,9 @@ instrumentation's own time goes, which the paired end-to-end figures of ``mem0_o
 say. Run it in a venv with mem0ai (``.ci/install-mem0-venvs.sh``):
 
     ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_add_breakdown.py
+
+``--top-level --json --checkout DIR`` gives only the instrumentation's total per call (three
+timers) of the checkout ``DIR``, to compare two codes in alternation.
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ from mem0_app import config
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+import memtrace_otel
 from memtrace_otel.instrument import operation
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, hooks, lifecycle, methods, pipeline, stages
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, hooks, lifecycle, methods, pipeline
+
+try:  # the stages as events (absent from a checkout before them, which this script also measures)
+    from memtrace_otel.instrument.mem0 import stages
+except ImportError:  # pragma: no cover
+    stages = None
 
 from openai_server import ScriptedOpenAIServer
 
@@ -63,14 +72,18 @@ def _timed(owner: Any, name: str, label: str) -> None:
     setattr(owner, name, timed)
 
 
-def _install() -> None:
+def _install(top_level: bool = False) -> None:
     _timed(lifecycle.Call, "start", "Call.start (open, span start, begin)")
     _timed(lifecycle.Call, "stop", "Call.stop (end, flush, span end)")
+    _timed(hooks, "_guarded", "store hooks (record writes)")
+    if top_level:  # the instrumentation's whole time, with the fewest timers (each costs its own)
+        return
     _timed(operation.Operation, "__enter__", "  span start + context")
     _timed(operation.Operation, "__exit__", "  span end (incl. flush)")
     _timed(operation.Operation, "_flush_lineage", "    lineage attributes")
-    _timed(stages.StageOperation, "__enter__", "  stage start (no span)")
-    _timed(stages.StageOperation, "__exit__", "  stage end (incl. flush, its memtrace.stage event)")
+    if stages is not None:
+        _timed(stages.StageOperation, "__enter__", "  stage start (no span)")
+        _timed(stages.StageOperation, "__exit__", "  stage end (incl. flush, its memtrace.stage event)")
     _timed(operation.Operation, "step", "  memtrace.step events")
     _timed(operation.Operation, "_link", "  span links")
     _timed(lifecycle.MethodSpec, "open", "  spec.open (operation, scope)")
@@ -79,11 +92,10 @@ def _install() -> None:
         for stage in ("begin", "end"):
             if stage in spec.__dict__:
                 _timed(spec, stage, f"  {spec.__name__}.{stage}")
-    _timed(hooks, "_guarded", "store hooks (record writes)")
 
 
-def measure(calls: int) -> dict[str, dict[str, float]]:
-    _install()
+def measure(calls: int, top_level: bool = False) -> dict[str, dict[str, float]]:
+    _install(top_level)
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(bench._Discard()))
     instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
@@ -115,8 +127,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--checkout", help="the memtrace checkout to import (read by mem0_overhead.py)")
+    parser.add_argument("--top-level", action="store_true",
+                        help="only the top-level timers: the instrumentation's total per call")
     args = parser.parse_args()
-    result = measure(args.calls)
+    result = measure(args.calls, args.top_level)
+    if args.top_level:
+        result = {name: {"total": sum(parts.values()), **parts} for name, parts in result.items()}
+        result["checkout"] = {os.path.dirname(os.path.dirname(memtrace_otel.__file__)): 0.0}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -10,7 +10,9 @@ and 1, networkx's convention; the words are :mod:`memtrace_otel.graph.node_types
   ``name``, ``category``, ``trace_id``, ``span_id``, ``order`` (execution
   order), ``start``, ``status``, evaluation fields on evaluations (``passed``,
   ``score``, ``signal``, ``evidence``, ``answer``, ``case`` and the texts),
-  ``steps`` when the span has ``memtrace.step`` events, and ``missing_links``:
+  ``steps`` when the span has ``memtrace.step`` events, ``stage_of`` on a stage recorded as a
+  ``memtrace.stage`` event (the id of the span it is on; :mod:`memtrace_otel.graph.stages` makes
+  it the node its own span would have made), and ``missing_links``:
   the sorted trace ids of the span links that point at spans the input lacks
   (present only when there are some).
 
