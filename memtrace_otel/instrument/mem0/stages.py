@@ -42,7 +42,7 @@ __all__ = ["StageOperation", "stage_spans_default"]
 _STEPS = MemTrace.STEP_NAMES
 _STEP_INPUTS, _STEP_OUTPUTS = MemTraceStep.INPUTS, MemTraceStep.OUTPUTS
 _ENV = "MEMTRACE_MEM0_STAGE_SPANS"
-_random = random.Random()  # its own generator: seeding the global one in an app must not repeat ids
+_random = random.Random()  # without the SDK's id generator: its own, as the SDK's RandomIdGenerator
 
 
 def stage_spans_default() -> bool:
@@ -107,8 +107,9 @@ class StageOperation(Operation):
         super().__init__(tracer, name, category, span_name=name, kind=SpanKind.INTERNAL, attributes=start)
         self._host = host
         self._shared_links = linked
-        self.stage_id = _random.getrandbits(64) or 1
-        """The stage's id (a span id no span has: 64 random bits, as the SDK makes span ids)."""
+        ids = getattr(tracer._tracer, "id_generator", None)  # the provider's: a seeded one seeds stages too
+        self.stage_id = (ids.generate_span_id() if ids is not None else _random.getrandbits(64)) or 1
+        """The stage's id: a span id from the tracer provider's id generator, which no span gets."""
         self._started = 0
 
     def __enter__(self) -> Operation:
