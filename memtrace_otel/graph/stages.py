@@ -32,7 +32,7 @@ from memtrace_otel.graph.attributes import a_type, report
 from memtrace_otel.semconv import GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanRecord
 
-__all__ = ["has_stages", "own_steps", "stage_records"]
+__all__ = ["has_stages", "stage_records"]
 
 _STAGE, _STEP, _ID, _START = MemTraceEvent.STAGE, MemTraceEvent.STEP, MemTraceStage.ID, MemTraceStage.START
 _INPUTS, _OUTPUTS, _STEPS = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.STEP_NAMES
@@ -42,11 +42,6 @@ _HEX = frozenset("0123456789abcdef")
 def has_stages(span: SpanRecord) -> bool:
     """Whether ``span`` carries ``memtrace.stage`` events."""
     return any(event.name == _STAGE for event in span.events)
-
-
-def own_steps(span: SpanRecord) -> list[SpanEvent]:
-    """The span's ``memtrace.step`` events that are its own (not a stage's)."""
-    return [e for e in span.events if e.name == _STEP and _ID not in e.attributes]
 
 
 def stage_records(span: SpanRecord, problems: list[Problem]) -> list[SpanRecord]:

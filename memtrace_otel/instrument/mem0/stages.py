@@ -1,25 +1,25 @@
 """``add``'s internal stages as ``memtrace.stage`` events of its span, not spans of their own.
 
 A traced ``add`` was five spans (the call, extraction, the search of existing memories, the
-decision, each record written); a span costs the SDK's start, end, validation and locking, and
-four fifths of what the instrumentation added to an ``add`` was that. A stage adds nothing a span
-is needed for (nothing nests under it that is not ``add``'s already, nothing else reads its span
-context), so by default it is recorded as one event on the ``add`` span: :class:`StageOperation`
-is an :class:`~memtrace_otel.instrument.operation.Operation` whose span is a plain collector
-(:class:`_StageRecord`); when the stage ends its attributes (the same keys a stage span carries:
-name, category, ``memtrace.inputs`` / ``memtrace.outputs`` / ``memtrace.variables``, the GenAI
-retrieval and model attributes) become the attributes of one ``memtrace.stage`` event, with the
-stage's id and start time (``docs/conventions.md``, "Stages as events"). Its links (the writers of
-the records it read) go on the ``add`` span, once per writer. The records' create, update and
-delete stay child spans: the GenAI conventions describe them as memory-client spans, and a
-record's ``memtrace_traceparent`` names them.
+decision, each record written), each paying the SDK's start, end, validation and locking. A stage
+adds nothing a span is needed for (nothing nests under it that is not ``add``'s already, nothing
+else reads its span context), so by default it is recorded as one event on the ``add`` span.
+:class:`StageOperation` is an :class:`~memtrace_otel.instrument.operation.Operation` whose span
+is a plain collector (:class:`_StageRecord`); when the stage ends, its attributes (the keys a
+stage span carries: name, category, ``memtrace.inputs`` / ``memtrace.outputs`` /
+``memtrace.variables``, the GenAI retrieval and model attributes) become the attributes of one
+``memtrace.stage`` event, with the stage's id and start time (``docs/conventions.md``, "Stages as
+events"). Its links (the writers of the records it read) go on the ``add`` span, once per writer.
+The records' create, update and delete stay child spans: the GenAI conventions describe them as
+memory-client spans, and a record's ``memtrace_traceparent`` names them.
 
 The graph builder (:mod:`memtrace_otel.graph.stages`) makes each event the operation node the
 stage span made, ``op:<trace_id>:<stage id>``. ``Mem0Instrumentor().instrument(stage_spans=True)``
 (or ``MEMTRACE_MEM0_STAGE_SPANS=true``) keeps the stages as spans, for dashboards that count them.
 
-Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event is
-added to the ``add`` span, which the SDK locks.
+Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event and
+the links are added to the ``add`` span, which the SDK locks; the set of linked writers the stages
+of one ``add`` share only grows (``set.add`` is atomic), a race costing at most a duplicate link.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from memtrace_otel.instrument.operation import Operation
@@ -98,8 +98,6 @@ class StageOperation(Operation):
     name the ``add`` span as their producer (a real span, for the links of whoever reads them),
     while the graph makes the stage their writer through the event's ``memtrace.outputs``.
     """
-
-    _links: Sequence[Link] = ()
 
     def __init__(self, tracer: MemoryTracer, name: str, category: Category, host: Operation,
                  linked: set[int]) -> None:
