@@ -128,8 +128,8 @@ class App:
         trace.set_tracer_provider(self.provider)
         self.instrumentor = Mem0Instrumentor()
         # add's stages as spans, as the benchmark was built: its labels name the mem0.add.extract span
-        # (Collect keeps spans), and a rebuild stays byte-identical. The default shape (stages as
-        # events of the add span) builds the same graph (tests/mem0/test_mem0_stage_shape.py).
+        # (Collect keeps spans). The default shape (stages as events of the add span) builds the
+        # same graph (tests/mem0/test_mem0_stage_shape.py), but labels would then name stage ids.
         self.instrumentor.instrument(tracer_provider=self.provider, stage_spans=True)
         self.client = OpenAI(base_url=llm.base_url, api_key="sim-key", max_retries=0)
         self.memory: Any = None
