@@ -310,3 +310,69 @@ def test_a_question_in_the_evidence_is_no_fact_its_extraction_dropped(tracer_pro
     ops = _hobby_history(tracer_provider)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["update"], ErrorType.UPDATE)
+
+
+LEANING = "What would Caroline's political leaning likely be?"
+HIKE = ("[17 August 2023] Caroline: Hey Mel! Recently, I had a not-so-great experience on a hike. I ran into a "
+        "group of religious conservatives who said something that really upset me. It made me think how much "
+        "work we still have to do for LGBTQ rights.")
+
+
+def _leaning_history(provider, kept: str):  # type: ignore[no-untyped-def]
+    """Caroline's hike turn (the gold 'Liberal' is an inference: none of its words are in the turn),
+    extracted as ``kept``; a search that returned Melanie's unit instead."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": (HIKE, kept),
+             "D1:2": ("[17 August 2023] Melanie: I painted a lake sunrise last year.",
+                      "Melanie painted a lake sunrise in 2022 (17 August 2023).")}
+    units = {}
+    for dia_id, (text, fact) in turns.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", fact, kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", LEANING, kind=VariableKind.QUERY)
+        unit = op.read(units["D1:2"])
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "Conservative", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=LEANING, prediction="Conservative", gold="Liberal",
+                             evidence=["D1:1"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_fact_written_from_the_evidence_carries_an_abstractive_gold_it_restates_in_part(
+        tracer_provider, span_exporter):
+    """None of the gold's words are in the turn, so the fact is the whole turn; the extractor kept one
+    part of it in its own words (far under the share a copy of the turn holds). Written from the turn,
+    keeping the speaker and its rare words, it is the extraction's result: the search that missed it
+    is at fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _leaning_history(tracer_provider, "Caroline was upset by religious conservatives she met on a "
+                                            "hike (17 August 2023).")
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_fact_written_from_the_evidence_that_restates_none_of_it_does_not_carry_an_abstractive_gold(
+        tracer_provider, span_exporter):
+    """Written from the turn is not enough: a fact that keeps nothing of what the turn says but its date
+    and speaker leaves the turn's content unstored, and its extraction is at fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _leaning_history(tracer_provider, "Caroline turned 25 this year (17 August 2023).")
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)

@@ -40,6 +40,9 @@ _STORED_SEARCH_KEYS = 4
 _PARAPHRASE_SIMILARITY = 0.55
 _PARAPHRASE_GOLD_SHARE = 0.5
 _PARAPHRASE_MIN_WORDS = 3  # a bare date or name is not a statement to compare
+# A fact written from a message restates one part of it: a tenth of the message's IDF weight (its rare
+# words) ties a statement to it when the gold's words are not there to (an abstractive gold).
+_RESTATED_SHARE = 0.1
 
 
 @dataclass(slots=True)
@@ -108,6 +111,8 @@ class Carrying:
         if variable in self.descendants and self._keeps_rare_gold(variable):
             return True
         if variable in self.written_from and self._states_gold_of_sentence(variable):
+            return True
+        if not self.info.gold and variable in self.written_from and self._restates_message(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
                 self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
@@ -180,6 +185,31 @@ class Carrying:
             if own > 0 and (info.whole or all(overlap(other) <= own for other in said)):
                 return True
         return False
+
+    def _restates_message(self, variable: str) -> bool:
+        """Whether a statement of ``variable``, written from the evidence, restates part of it, when
+        none of the gold's words are in the message (an abstractive gold: "Likely no", "Liberal").
+
+        Then nothing says which of the message's sentences the answer needed (the one with
+        the question's words may be a photo caption beside it), and the fact is what the
+        message says; an extractor keeps it as third-person facts in its own words, each
+        about one part of it. A statement written from the message that keeps the speaker
+        asked about and some of the message's own words (:data:`_RESTATED_SHARE` of their
+        IDF weight; its header's date and speaker, which every fact of the session holds, left
+        out) is that extraction's result: the extraction stored the message, and a failed
+        answer lost it later. A statement quoted word for word from another message is that
+        message's.
+        """
+        index, info = self.case.index, self.info
+        if not info.exact <= index.tokens(variable):
+            return False
+        said = {t: index.idf(t) for _, tokens in index.pieces(self.evidence) for t in tokens - info.exact}
+        total = math.fsum(said.values())
+        if not total:
+            return False
+        return any(math.fsum(w for t, w in said.items() if t in tokens) >= _RESTATED_SHARE * total
+                   and not index.quoted_message(text) - {self.evidence}
+                   for text, tokens in index.pieces(variable))
 
     def _paraphrases(self, variable: str) -> bool:
         """Whether a statement of ``variable`` says the evidence's fact in other words.
