@@ -313,9 +313,9 @@ def test_a_question_in_the_evidence_is_no_fact_its_extraction_dropped(tracer_pro
 
 
 LEANING = "What would Caroline's political leaning likely be?"
-HIKE = ("[17 August 2023] Caroline: Hey Mel! Recently, I had a not-so-great experience on a hike. I ran into a "
-        "group of religious conservatives who said something that really upset me. It made me think how much "
-        "work we still have to do for LGBTQ rights.")
+HIKE = ("[17 August 2023] Caroline: Hey Mel! Recently, I had a not-so-great experience on a hike. I ran into "
+        "a group of religious conservatives who said something that really upset me. It made me think how "
+        "much work we still have to do for LGBTQ rights.")
 
 
 def _leaning_history(provider, kept: str):  # type: ignore[no-untyped-def]
@@ -376,3 +376,85 @@ def test_a_fact_written_from_the_evidence_that_restates_none_of_it_does_not_carr
     ops = _leaning_history(tracer_provider, "Caroline turned 25 this year (17 August 2023).")
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
+
+
+ACTIVITIES = "What activities does Melanie do?"
+CAPTION = "[8 May 2023] Melanie: [shares a photo of a painting of a sunset over a lake]"
+
+
+def test_a_line_with_the_whole_gold_and_what_the_question_asks_by_answers_as_the_evidence_does():
+    """The question asks about Melanie only: any statement of hers that says the gold answers it, though
+    it shares nothing else with the photo caption (the presence test asks more of a gold as common as
+    this one); another speaker's does not, nor a date gold."""
+    info = critical_information("painting", ACTIVITIES, CAPTION, specific=lambda _tokens: False)
+    painting = tokenize("Melanie loves painting landscapes and still life (25 August 2023).")
+    assert info.answers(painting) and not info.carried_by(painting)
+    assert not info.answers(tokenize("Caroline loves painting landscapes (25 August 2023)."))
+    dated = critical_information("8 May 2023", "When did Melanie share a painting?", CAPTION)
+    assert not dated.answers(tokenize("Melanie went swimming with her kids (8 May 2023)."))
+
+
+def test_a_line_must_hold_all_of_the_gold_the_message_says_not_only_its_sentences_part():
+    """'stories' is the chosen sentence's part of the gold; the message says 'resilience' and
+    'inspiring' too, and a memory of another party's stories does not answer."""
+    said = ("[17 July 2023] John: I heard some cool stories from an elderly veteran named Samuel. It was "
+            "inspiring and heartbreaking, but seeing their resilience really filled me with hope.")
+    info = critical_information("the resilience of the veterans and their inspiring stories",
+                                "What does John appreciate about the veteran's hospital visit?", said)
+    assert not info.answers(tokenize("John organized a party for veterans to share their stories."))
+    assert info.answers(tokenize("John found the stories of the veterans inspiring and admired their "
+                                 "resilience."))
+
+
+def _activities_history(provider):  # type: ignore[no-untyped-def]
+    """Melanie said she loves painting (stored); later her photo of a painting is extracted as nothing
+    of it, and the question's search returns another memory."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": ("[1 May 2023] Melanie: Painting landscapes and still life is what I love most.",
+                      "Melanie loves painting landscapes and still life (1 May 2023)."),
+             "D1:2": ("[2 May 2023] Caroline: I went to a support group yesterday.",
+                      "Caroline attended a support group (1 May 2023)."),
+             "D2:1": (CAPTION, "Melanie shared a photo (8 May 2023).")}
+    # Others mention painting too: the word is common and does not identify the fact on its own.
+    for n, said in enumerate(["My aunt sells painting supplies downtown.", "That painting of a lake looks "
+                              "peaceful.", "The museum had a painting by Monet."], 3):
+        turns[f"D1:{n}"] = (f"[2 May 2023] Caroline: {said}",
+                            f"Caroline mentioned that {said[0].lower()}{said[1:-1]} (2 May 2023).")
+    units = {}
+    for dia_id, (text, fact) in turns.items():
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", fact, kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", ACTIVITIES, kind=VariableKind.QUERY)
+        unit = op.read(units["D1:2"])
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "support groups", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=ACTIVITIES, prediction="support groups", gold="painting",
+                             evidence=["D2:1"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_memory_of_another_turn_that_answers_as_the_evidence_does_makes_a_miss_the_searchs(
+        tracer_provider, span_exporter):
+    """The photo's extraction kept nothing of it, but Melanie's painting was in memory already (an earlier
+    turn's fact, which shares no words with the caption but the gold and her name): nothing was lost on the
+    write side, and the search that missed it is at fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _activities_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)

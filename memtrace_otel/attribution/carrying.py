@@ -106,6 +106,8 @@ class Carrying:
             return variable == self.evidence or variable in self.descendants
         if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
             return True
+        if self._answers(variable):
+            return True
         if self.case.semantic is not None and self.info.text and self._paraphrases(variable):
             return True
         if variable in self.descendants and self._keeps_rare_gold(variable):
@@ -135,6 +137,19 @@ class Carrying:
             return variable in self.descendants
         before = {text for text, _ in index.pieces(besides)} if besides is not None else set()
         return any(self.info.related(tokens) for text, tokens in index.pieces(variable) if text not in before)
+
+    def _answers(self, variable: str) -> bool:
+        """Whether a statement of ``variable`` answers the question as the evidence sentence does
+        (:meth:`.Information.answers`), in the extractor's words or another message's.
+
+        Searched store-wide: a memory written from another turn that says the same thing
+        of the same person holds the information all the same (an extractor dedupes, a
+        user repeats). A statement quoted word for word from another message is that
+        message, not a memory of it.
+        """
+        index = self.case.index
+        return any(self.info.answers(tokens) and not index.quoted_message(text) - {self.evidence}
+                   for text, tokens in index.pieces(variable))
 
     def _keeps_rare_gold(self, variable: str) -> bool:
         """Whether a statement of ``variable``, written from the evidence, keeps the whole gold and

@@ -17,7 +17,11 @@ off the graph without a model:
    as a date, relative times resolved against it). A variable carries the
    information when its words do, or when one of its statements paraphrases
    the evidence sentence (offline embeddings) and keeps the answer's exact
-   tokens and half the gold's words (:mod:`.carrying`).
+   tokens and half the gold's words, or says the whole gold and all the
+   question asks by that the evidence sentence holds (the person asked about
+   at least; not for a date gold), or -- an abstractive gold, none of its
+   words in the message -- was written from the message and restates part of
+   it (:mod:`.carrying`).
 3. **Read side** (the question's retrievals, reranks and generation: those on
    the answer's history, in its trace, or reading its query; another
    question's are left out): the first operation whose inputs carry the

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from memtrace_otel.text import (
     FACT_STOPWORDS,
+    MONTH_NAMES,
     MONTHS,
     NUMBER_WORDS,
     WORD_OR_NUMBER,
@@ -159,6 +160,8 @@ class Information:
     """The evidence sentence stating the fact, without its header: what a paraphrase is compared with."""
     whole: bool = False
     """The fact is the whole message (no sentence singled out): a text may hold it across its lines."""
+    said: frozenset[str] = frozenset()
+    """The gold's tokens anywhere in the evidence message (``gold`` keeps those of its sentence)."""
     # Totals of the weights, summed once: the presence test asks for shares millions of times.
     gold_total: float = field(init=False, repr=False, compare=False, default=0.0)
     sentence_total: float = field(init=False, repr=False, compare=False, default=0.0)
@@ -194,6 +197,24 @@ class Information:
         if self.specific and _share(self.sentence, self.sentence_total, tokens) >= _SPECIFIC_SENTENCE_SHARE:
             return True
         return len(self.topic) >= _WHOLE_TOPIC_WORDS and self.topic.keys() <= tokens
+
+    def answers(self, tokens: frozenset[str]) -> bool:
+        """Whether a line with ``tokens`` answers the question as the evidence sentence does: it holds
+        the whole gold, the exact tokens, and every word of the question the sentence holds (the
+        topic: what a reader finds the fact by, the speaker asked about at least), whatever else
+        it says.
+
+        A memory that says "Melanie loves painting landscapes" answers "What does Melanie
+        like to do?" (gold "painting") as well as the turn that said it, though it shares
+        little of that turn's other words. It must hold all of the gold the message says, not
+        only its sentence's part ("stories" of "the resilience of the veterans and their
+        inspiring stories" is another fact's word). A date gold is left out: every fact of a
+        session holds the session's date.
+        """
+        if not self.gold or not self.topic or all(t.isdigit() or t in MONTH_NAMES for t in self.gold):
+            return False
+        return (self.gold.keys() <= tokens and self.exact <= tokens and self.topic.keys() <= tokens
+                and self.said <= tokens)
 
     def related(self, tokens: frozenset[str]) -> bool:
         """Whether a line with ``tokens`` is about this fact: much of its sentence (or gold) without
@@ -258,6 +279,7 @@ def critical_information(
         return gold_info
     held = tokenize(evidence)
     gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
+    said = frozenset(gold_part)
     weigh = idf or (lambda _t: 1.0)
     line = _critical_sentence(evidence, gold_part, asked, weigh)
     whole = line == evidence and len(split_lines(evidence)) + len(sentences(evidence)) > 2
@@ -278,6 +300,7 @@ def critical_information(
         source="gold" if gold_part else "evidence",
         text=split_header(line)[1].strip(),
         whole=whole,
+        said=said,
     )
 
 
