@@ -79,6 +79,9 @@ class Carrying:
     def __init__(self, case: LineageCase, evidence: str, info: Information, *, structural: bool,
                  stated: Information | None = None) -> None:
         self.case, self.evidence, self.info, self.structural = case, evidence, info, structural
+        # A gold none of whose words the message holds (an inference: "Likely no") is not the same as
+        # no gold (a user's thumbs-down): only the first leaves the whole message as the fact.
+        self._abstractive = stated is not None and not info.gold
         # The whole gold, when it says more than the evidence's words hold (an abstractive gold) and
         # is a statement, not a bare date or name: what a memory written from the evidence may say.
         self.stated = stated if (stated is not None and len(stated.gold) >= _PARAPHRASE_MIN_WORDS
@@ -114,7 +117,7 @@ class Carrying:
             return True
         if variable in self.written_from and self._states_gold_of_sentence(variable):
             return True
-        if not self.info.gold and variable in self.written_from and self._restates_message(variable):
+        if self._abstractive and variable in self.written_from and self._restates_message(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
                 self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
