@@ -180,6 +180,24 @@ def test_a_verdict_on_a_stage_is_written_under_the_add_span(live: tuple[list[Any
         assert span.attributes[MemTraceAttribution.ROOT_CAUSE_SPAN_NAME] == "upsert_memory"
 
 
+def test_a_report_links_a_blamed_stage_to_the_span_it_is_an_event_of(
+        live: tuple[list[Any], dict[str, Any]]) -> None:
+    """The stage's own id is no span a backend knows: the report's links open the add span."""
+    from memtrace_otel.report import ReportInput, jaeger_linker, render_report
+
+    spans, ids = live
+    G = build_graph(record_from_readable(s) for s in spans)
+    trace_id, stage = f"{ids['add'].trace_id:032x}", f"{ids['stages'][0]:016x}"
+    host = f"{ids['add'].span_id:016x}"
+    G.add_node("op:e", type="operation", trace_id=trace_id, span_id="ee" * 8, start=0, end=0)
+    verdict = Attribution("lineage", FailureCase("op:e"), operation=_node(ids, 0), trace_id=trace_id,
+                          span_id=stage, operation_name="mem0.add.extract", category="extraction",
+                          error_type=ErrorType.EXTRACTION, confidence=0.9)
+    page = render_report([ReportInput(G, [verdict])], linker=jaeger_linker("http://127.0.0.1:16686"))
+    assert f"/trace/{trace_id}?uiFind={host}" in page
+    assert f"uiFind={stage}" not in page
+
+
 def test_a_model_call_during_a_stage_is_the_stages_step() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

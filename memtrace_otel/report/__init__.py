@@ -12,7 +12,7 @@ two halves, for drawing pipelines in several processes).
 
 from memtrace_otel.report.figdata import StringTable, lineage_data
 from memtrace_otel.report.layout import Layout, layered_layout
-from memtrace_otel.report.links import SpanLinker, jaeger_linker, no_links, tempo_linker
+from memtrace_otel.report.links import SpanLinker, jaeger_linker, linking_stages, no_links, tempo_linker
 from memtrace_otel.report.page import DrawnFailure, ReportInput, draw_failures, render_page, render_report
 from memtrace_otel.report.slice import LineageSlice, SliceNode, lineage_slice
 from memtrace_otel.report.svg import lineage_svg
@@ -31,6 +31,7 @@ __all__ = [
     "lineage_data",
     "lineage_slice",
     "lineage_svg",
+    "linking_stages",
     "no_links",
     "render_page",
     "render_report",

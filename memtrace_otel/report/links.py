@@ -12,7 +12,9 @@ import re
 from collections.abc import Callable
 from urllib.parse import quote
 
-__all__ = ["SpanLinker", "jaeger_linker", "no_links", "tempo_linker"]
+import networkx as nx
+
+__all__ = ["SpanLinker", "jaeger_linker", "linking_stages", "no_links", "tempo_linker"]
 
 SpanLinker = Callable[[str | None, str | None], "str | None"]
 """``linker(trace_id, span_id)`` -> a URL for that span (or its trace), or ``None``."""
@@ -60,4 +62,28 @@ def tempo_linker(url: str) -> SpanLinker:
     def link(trace_id: str | None, span_id: str | None) -> str | None:
         trace = _hex(trace_id)
         return f"{base}/api/traces/{quote(trace)}" if trace else None
+    return link
+
+
+def linking_stages(linker: SpanLinker, graph: nx.DiGraph) -> SpanLinker:
+    """``linker`` with a stage's id read as the span the stage is an event of.
+
+    A stage recorded as an event of its call's span (mem0's ``add``: ``memtrace.stage`` events,
+    :mod:`memtrace_otel.graph.stages`) is an operation node whose ``span_id`` is the stage's own id,
+    which no backend knows; the node's ``stage_of`` names the span that holds it, so the link opens
+    that span.
+
+    >>> G = nx.DiGraph()
+    >>> G.add_node("op:t:5a", type="operation", span_id="5a", stage_of="b7ad")
+    >>> linking_stages(jaeger_linker("http://127.0.0.1:16686"), G)("0af7", "5a")
+    'http://127.0.0.1:16686/trace/0af7?uiFind=b7ad'
+    """
+    hosts = {data["span_id"]: data["stage_of"] for _, data in graph.nodes(data=True)
+             if isinstance(data.get("stage_of"), str) and isinstance(data.get("span_id"), str)}
+    if not hosts:
+        return linker
+
+    def link(trace_id: str | None, span_id: str | None) -> str | None:
+        return linker(trace_id, hosts.get(span_id, span_id) if span_id else span_id)
+
     return link

@@ -21,7 +21,7 @@ import networkx as nx
 from memtrace_otel.report.charts import bar_chart, by_error_type, by_operation
 from memtrace_otel.report.figdata import StringTable, lineage_data, script_json
 from memtrace_otel.report.layout import layered_layout
-from memtrace_otel.report.links import SpanLinker, no_links
+from memtrace_otel.report.links import SpanLinker, linking_stages, no_links
 from memtrace_otel.report.slice import LineageSlice, lineage_slice
 from memtrace_otel.report.style import PAGE_CSS, PAGE_SCRIPT
 from memtrace_otel.report.svg import ARROW_DEFS, esc, short
@@ -183,6 +183,7 @@ def draw_failures(group: ReportInput, table: StringTable, *, linker: SpanLinker 
     >>> list(draw_failures(ReportInput(nx.DiGraph(), []), StringTable()))
     []
     """
+    linker = linking_stages(linker, group.graph)
     for a in group.attributions:
         lineage = lineage_slice(group.graph, a, max_nodes=max_nodes)
         record = lineage_data(lineage, layered_layout(lineage), table, linker=linker)
