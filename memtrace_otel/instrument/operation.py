@@ -54,6 +54,8 @@ from memtrace_otel.wire import EVALUATION_TEXT_FIELDS, content_hash, evaluation_
 
 __all__ = ["Operation", "current_operation", "describe"]
 
+_attach, _detach, _set_span_in_context = otel_context.attach, otel_context.detach, trace.set_span_in_context
+
 _current: contextvars.ContextVar[Operation | None] = contextvars.ContextVar(
     "memtrace_current_operation", default=None
 )
@@ -62,6 +64,7 @@ _STORING_OPERATIONS = frozenset({GenAIOperation.CREATE_MEMORY, GenAIOperation.UP
 """Memory operations whose ``gen_ai.memory.records`` are the records they stored."""
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
+_LINK_VARIABLE = MemTraceLink.VARIABLE
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -146,10 +149,10 @@ class Operation:
     def __enter__(self) -> Operation:
         span = self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind,
                                                           attributes=self._start)
-        self._recording = span.is_recording()
-        if self._recording:
+        if span.is_recording():
+            self._recording = True
             self._context = span.get_span_context()
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        self._token = _attach(_set_span_in_context(span))
         self._op_token = _current.set(self)
         return self
 
@@ -158,17 +161,17 @@ class Operation:
             return
         self._finished = True
         try:
-            if exc is not None and self._recording:
-                self.span.record_exception(exc)
-                self.span.set_status(Status(StatusCode.ERROR, str(exc)))
-                self.span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
             if self._recording:
+                if exc is not None:
+                    self.span.record_exception(exc)
+                    self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+                    self.span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
                 self._flush_lineage()
         finally:
             if self._op_token is not None:
                 _current.reset(self._op_token)
             if self._token is not None:
-                otel_context.detach(self._token)  # type: ignore[arg-type]
+                _detach(self._token)  # type: ignore[arg-type]
             self.span.end()
 
     async def __aenter__(self) -> Operation:
@@ -205,15 +208,17 @@ class Operation:
         """
         if isinstance(variable, str):
             name, version = split_variable_id(variable) if "@" in variable else (variable, 0)
-            variable, new = self._owner.registry.resolve(name, version, _kind(kind), content)
+            variable, new = self._owner.registry.resolve(name, version, kind if type(kind) is VariableKind
+                                                         else _kind(kind), content)
             if new:
                 self._remember_content(variable)
         # _input, inlined: every traced read comes here.
         self.inputs.append(variable)
         producer = variable.producer
-        if producer is not None and self._recording and (self._linked is None
-                                                         or producer.span_id not in self._linked):
-            self._link(producer, variable.id)
+        if producer is not None and self._recording:
+            linked = self._linked
+            if linked is None or producer.span_id not in linked:
+                self._link(producer, variable.id)
         return variable
 
     def read_record(
@@ -253,7 +258,9 @@ class Operation:
         owner = self._owner
         variable = owner.registry.next_version(name, kind if type(kind) is VariableKind else _kind(kind),
                                                content, self._context)
-        if content is not None and self._recording:  # _output, inlined: every traced write comes here
+        # _output, inlined: every traced write comes here.
+        if content is not None and self._recording and (not owner.capture_content
+                                                        or len(content) > owner.content_max_chars):
             owner.contents.put(variable.id, content)
         self.outputs.append(variable)
         return variable
@@ -493,10 +500,16 @@ class Operation:
                 # The parent relation already says it; and Jaeger keeps one reference per span,
                 # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
                 return
-            self.span.add_link(producer, {MemTraceLink.VARIABLE: variable_id})
+            self.span.add_link(producer, {_LINK_VARIABLE: variable_id})
 
     def _output(self, variable: Variable) -> None:
-        self._remember_content(variable)
+        # An output is described on this span: with content capture on, its content goes on the
+        # span whole unless it is longer than the limit, and the in-process store (for spans
+        # exported without contents) keeps only what the span does not carry.
+        content, owner = variable.content, self._owner
+        if content is not None and self._recording and (not owner.capture_content
+                                                        or len(content) > owner.content_max_chars):
+            owner.contents.put(variable.id, content)
         self.outputs.append(variable)
 
     def _remember_content(self, variable: Variable) -> None:
@@ -522,7 +535,7 @@ class Operation:
             described += outputs
         # Describe each variable once: outputs here, external inputs (no producer) at first read.
         if described:
-            attributes[_VARIABLES] = [describe(v) for v in described]
+            attributes[_VARIABLES] = [v.descriptor or _descriptor(v) for v in described]
             if owner.capture_content:
                 limit = owner.content_max_chars
                 attributes[_VARIABLE_CONTENTS] = [(v.content or "")[:limit] for v in described]
@@ -558,9 +571,17 @@ def describe(variable: Variable) -> str:
     >>> describe(Variable("msg:D1:1", 1, VariableKind.MESSAGE, "hello"))
     'message 5 a7b6eda801e5347d msg:D1:1@1'
     """
-    content = variable.content  # wire.describe's format, inlined (one per variable written)
-    size = len(content) if content is not None else 0
-    return f"{_KIND_VALUES[variable.kind]} {size} {variable.hash} {variable.id}"
+    return _descriptor(variable)
 
 
-_KIND_VALUES = {kind: str(kind.value) for kind in VariableKind}
+def _descriptor(variable: Variable) -> str:
+    # wire.describe's format, inlined, made once per version (kept on the variable: an external input
+    # such as a prompt is read, and described, by operation after operation). ``kind._value_`` is the
+    # member's plain string, read without the ``value`` property or a dictionary keyed by the enum.
+    content = variable.content
+    digest = variable._hash
+    if digest is None:
+        digest = variable._hash = content_hash(content or "")
+    descriptor = variable.descriptor = \
+        f"{variable.kind._value_} {len(content) if content is not None else 0} {digest} {variable.id}"
+    return descriptor

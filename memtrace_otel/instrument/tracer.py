@@ -42,6 +42,7 @@ from memtrace_otel.version import __version__
 __all__ = ["MemoryTracer", "span_name_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_CATEGORY, _NAME, _INTERNAL = MemTrace.OPERATION_CATEGORY, MemTrace.OPERATION_NAME, SpanKind.INTERNAL
 _logger = logging.getLogger(__name__)
 
 
@@ -156,8 +157,12 @@ class MemoryTracer:
             ``category`` is not a :class:`Category`.
         """
         category = category if type(category) is Category else Category(category)
-        start: dict[str, Any] = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
-        kind = SpanKind.INTERNAL
+        # ``_value_``: the member's plain string, without the ``value`` property's call.
+        start: dict[str, Any] = {_CATEGORY: category._value_, _NAME: name}
+        if not (gen_ai_operation or span_name or attributes or record_id is not None
+                or data_source_id is not None or provider is not None or model is not None or server_address):
+            return Operation(self, name, category, span_name=name, kind=_INTERNAL, attributes=start)
+        kind = _INTERNAL
         named = span_name is not None
         if gen_ai_operation:
             kind = SpanKind.CLIENT

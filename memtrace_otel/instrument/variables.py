@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import zlib
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
@@ -28,7 +28,7 @@ def _slot(name: str, slots: int) -> int:
     return zlib.crc32(name.encode("utf-8", "surrogatepass")) & (slots - 1)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Variable:
     """One version of one variable.
 
@@ -44,10 +44,24 @@ class Variable:
     deleted: bool = False
     _hash: str | None = field(default=None, repr=False)
     id: str = field(init=False, repr=False)
+    descriptor: str | None = field(default=None, init=False, repr=False, compare=False)
+    """Its ``memtrace.variables`` descriptor once an operation has described it (one per version)."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, name: str, version: int, kind: VariableKind, content: str | None = None,
+                 producer: SpanContext | None = None, deleted: bool = False,
+                 _hash: str | None = None) -> None:
+        # Written out rather than generated: the generated __init__ calls a __post_init__ for the id,
+        # and every traced write makes one of these.
+        self.name = name
+        self.version = version
+        self.kind = kind
+        self.content = content
+        self.producer = producer
+        self.deleted = deleted
+        self._hash = _hash
         # Computed once: the id is read on every link, attribute and registry access.
-        self.id = f"{self.name}@{self.version}"  # wire.variable_id, inlined (every version made)
+        self.id = f"{name}@{version}"  # wire.variable_id, inlined (every version made)
+        self.descriptor = None
 
     @property
     def hash(self) -> str:
@@ -122,7 +136,12 @@ class VariableRegistry:
             if self._any_evicted:
                 newest = max(newest, self._evicted[_slot(name, self._slots)])
             variable = Variable(name, (newest if newest > after else after) + 1, kind, content, producer)
-            self._remember(variable)
+            latest = self._latest  # _remember, inlined
+            latest[name] = variable
+            if current is not None:
+                latest.move_to_end(name)
+            if len(latest) > self._max_names:
+                self._evict()
             return variable
 
     def replace(self, name: str, kind: VariableKind | None, content: str | None,
@@ -205,11 +224,14 @@ class VariableRegistry:
         latest[variable.name] = variable
         latest.move_to_end(variable.name)
         if len(latest) > self._max_names:
-            name, evicted = latest.popitem(last=False)
-            slot = _slot(name, self._slots)
-            if evicted.version > self._evicted[slot]:
-                self._evicted[slot] = evicted.version
-            self._any_evicted = True
+            self._evict()
+
+    def _evict(self) -> None:
+        name, evicted = self._latest.popitem(last=False)
+        slot = _slot(name, self._slots)
+        if evicted.version > self._evicted[slot]:
+            self._evicted[slot] = evicted.version
+        self._any_evicted = True
 
 
 class InProcessContents:
@@ -217,32 +239,49 @@ class InProcessContents:
 
     The in-process attribution path reads contents from here when spans were
     exported without them (content capture off). Bounded; least recently
-    written contents go first. Thread-safe: one lock.
+    written contents go first. With content capture on, an operation's outputs
+    carry their contents on its span, so only those longer than the truncation
+    limit (and every content read or judged) are kept here.
+
+    Every traced write puts its content here, and the contents are read only when a failure is
+    attributed in process: :meth:`put` only appends to a bounded queue (one atomic
+    ``deque.append``, no lock), and the first read after it moves what is queued into the map in
+    write order. Between two reads this holds up to ``max_items`` in the map and as many queued.
+    Thread-safe: appends are atomic; moving the queue into the map holds one lock.
     """
 
     def __init__(self, max_items: int = 50_000) -> None:
         if max_items < 0:
             raise ValueError("max_items must be >= 0")
         self._items: OrderedDict[str, str] = OrderedDict()
+        self._queued: deque[tuple[str, str]] = deque(maxlen=max_items)
         self._max_items = max_items
         self._lock = threading.Lock()
 
     def put(self, variable_id: str, content: str) -> None:
-        if self._max_items == 0:
-            return
-        with self._lock:
-            self._items[variable_id] = content
-            self._items.move_to_end(variable_id)
-            if len(self._items) > self._max_items:
-                self._items.popitem(last=False)
+        self._queued.append((variable_id, content))  # maxlen 0 keeps nothing
 
     def get(self, variable_id: str) -> str | None:
         with self._lock:
+            if self._queued:
+                self._settle()
             return self._items.get(variable_id)
 
     def __len__(self) -> int:
         with self._lock:
+            if self._queued:
+                self._settle()
             return len(self._items)
+
+    def _settle(self) -> None:
+        # Under the lock: the queue into the map, oldest first, as put() would have stored them.
+        items, queued, max_items = self._items, self._queued, self._max_items
+        while queued:
+            variable_id, content = queued.popleft()
+            items[variable_id] = content
+            items.move_to_end(variable_id)
+        while len(items) > max_items:
+            items.popitem(last=False)
 
 
 ContentStore = InProcessContents
