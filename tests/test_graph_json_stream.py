@@ -3,6 +3,7 @@ networkx's node-link shape, whatever the graph's values hold, without holding th
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import math
@@ -71,3 +72,27 @@ def test_empty_and_deterministic() -> None:
     assert json.loads(graph_to_json(nx.DiGraph())) == _reference(nx.DiGraph())
     first, second = _graph(), _graph()
     assert graph_to_json(first) == graph_to_json(second)
+
+
+def test_what_orjson_would_write_otherwise_goes_through_json() -> None:
+    """orjson writes most items; those it would write differently (NaN as null, UTF-8, huge ints,
+    datetimes, non-string keys) are written by json, so the text says what json's said."""
+    G = nx.DiGraph()
+    G.add_node("plain", type="variable", content="null", passed=None, size=4)  # "null" text, one None
+    G.add_node("nested-nan", type="operation", scores=[1.0, math.nan], inf=math.inf)
+    G.add_node("nested-none", type="operation", steps=[None, "a"], outcome=None)
+    G.add_node("unicode", type="variable", content="café ☕")
+    G.add_node("huge", type="variable", size=1 << 70)
+    G.add_node("when", type="variable", at=datetime.datetime(2026, 11, 26, 12, 0))
+    G.add_node("int-keys", type="operation", odd={2: "two", 1: "one"})
+    G.add_edge("plain", "nested-nan", role="input", weight=math.nan)
+    text = graph_to_json(G)
+    assert text.isascii()
+    back = json.loads(text)
+    assert back == _reference(G)
+    nodes = {n["id"]: n for n in back["nodes"]}
+    assert math.isnan(nodes["nested-nan"]["scores"][1]) and nodes["nested-nan"]["inf"] == math.inf
+    assert nodes["unicode"]["content"] == "café ☕" and nodes["huge"]["size"] == 1 << 70
+    assert nodes["when"]["at"] == "2026-11-26 12:00:00"  # str(), as json's default wrote it
+    assert nodes["plain"]["content"] == "null" and nodes["plain"]["passed"] is None
+    assert math.isnan(back["edges"][0]["weight"])

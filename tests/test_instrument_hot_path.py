@@ -1,0 +1,90 @@
+"""The traced operation's hot path (issue 28, item 2): the in-process content store queues its writes
+without a lock, keeps what spans do not carry, and each version's descriptor is made once."""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from memtrace_otel import Category, MemoryTracer, VariableKind
+from memtrace_otel.instrument import InProcessContents
+from memtrace_otel.instrument.operation import describe
+from memtrace_otel.instrument.variables import Variable
+from memtrace_otel.semconv import MemTrace
+from memtrace_otel.wire import content_hash
+from memtrace_otel.wire import describe as wire_describe
+
+
+def test_queued_contents_are_bounded_and_least_recently_written_go_first() -> None:
+    store = InProcessContents(3)
+    for i in range(5):
+        store.put(f"v@{i}", f"text {i}")
+    store.put("v@2", "text 2 again")  # written again: now the newest
+    store.put("v@5", "text 5")
+    assert len(store) == 3
+    assert [store.get(f"v@{i}") for i in range(6)] == [None, None, "text 2 again", None, "text 4", "text 5"]
+    store.put("v@6", "text 6")  # queued after a read: settled at the next one
+    assert store.get("v@4") is None and store.get("v@2") == "text 2 again" and store.get("v@6") == "text 6"
+    assert len(store) == 3  # reads do not refresh: only writes order the store
+
+
+def test_a_store_of_size_zero_keeps_nothing() -> None:
+    store = InProcessContents(0)
+    store.put("v@1", "text")
+    assert store.get("v@1") is None and len(store) == 0
+
+
+def test_contents_put_from_threads_are_all_kept() -> None:
+    store = InProcessContents(10_000)
+
+    def write(thread: int) -> None:
+        for i in range(1_000):
+            store.put(f"t{thread}@{i}", f"{thread}-{i}")
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store) == 4_000
+    assert all(store.get(f"t{t}@{i}") == f"{t}-{i}" for t in range(4) for i in range(0, 1_000, 97))
+
+
+def _run(capture: bool) -> tuple[MemoryTracer, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mt = MemoryTracer(provider, capture_content=capture, content_max_chars=10)
+    with mt.operation("extract", Category.EXTRACTION) as op:
+        op.read("question", content="a question read", kind=VariableKind.QUERY)
+        op.write("mem:short", "short", kind=VariableKind.MEMORY_UNIT)
+        op.write("mem:long", "longer than ten", kind=VariableKind.MEMORY_UNIT)
+        op.update("mem:short", "changed", kind=VariableKind.MEMORY_UNIT)
+    provider.shutdown()
+    return mt, exporter
+
+
+def test_the_store_keeps_what_the_span_does_not_carry() -> None:
+    mt, exporter = _run(capture=True)
+    (span,) = exporter.get_finished_spans()
+    # Outputs carried whole on the span are not kept twice; a truncated one and inputs are.
+    assert list(span.attributes[MemTrace.VARIABLE_CONTENTS]) == ["a question", "short", "longer tha",
+                                                                 "changed"]
+    assert mt.contents.get("mem:short@1") is None and mt.contents.get("mem:short@2") is None
+    assert mt.contents.get("mem:long@1") == "longer than ten"
+    assert mt.contents.get("question@1") == "a question read"
+    mt, _ = _run(capture=False)  # capture off: the store has every content
+    assert [mt.contents.get(v) for v in ("question@1", "mem:short@1", "mem:long@1", "mem:short@2")] == [
+        "a question read", "short", "longer than ten", "changed"]
+
+
+def test_a_descriptor_is_made_once_per_version_and_is_the_wire_format() -> None:
+    variable = Variable("msg:D1:1", 1, VariableKind.MESSAGE, "hello")
+    first = describe(variable)
+    assert first == wire_describe("message", 5, content_hash("hello"), "msg:D1:1@1")
+    assert variable.descriptor is first and describe(variable) == first
+    tombstone = Variable("mem:1", 2, VariableKind.MEMORY_UNIT, None)
+    assert describe(tombstone) == wire_describe("memory_unit", 0, content_hash(""), "mem:1@2")
