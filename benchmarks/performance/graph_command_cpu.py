@@ -1,0 +1,84 @@
+"""`memtrace graph -o FILE` against the library's read + build on the same file, for two checkouts,
+interleaved in one run (issue 28, item 3: the command at <= 1.3x the library's CPU).
+
+Each measurement is a fresh process: the library's read + build is ``graph_build.py``'s script (its
+CPU from before reading to after building, as that benchmark reports it); the command runs under
+GNU time (user + system of the whole process), once with each checkout on ``PYTHONPATH``. The three
+rotate round by round, so each sees the same load; medians are reported. On a machine that other
+jobs keep busy, CPU times of one process move by up to 1.6x from run to run: the rounds, not one
+pair, are the measurement.
+
+    python benchmarks/performance/graph_command_cpu.py --file SPANS.jsonl --before /tmp/before \\
+        --after "$PWD" [--rounds 6] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from graph_build import _GRAPH  # the library's read + build, as graph_build.py measures it
+
+
+def _command(root: str, path: str, scratch: str) -> float:
+    time_binary = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
+    memtrace = str(Path(sys.executable).with_name("memtrace"))
+    report = os.path.join(scratch, "time.txt")
+    env = dict(os.environ, PYTHONPATH=root)
+    subprocess.run([time_binary, "-f", "%U %S", "-o", report, memtrace, "graph", path,
+                    "-o", os.path.join(scratch, "graph.json")],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    with open(report, encoding="utf-8") as handle:
+        user, system = handle.read().split()[-2:]
+    return float(user) + float(system)
+
+
+def _library(root: str, path: str) -> float:
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", _GRAPH, path], env=env, check=True, capture_output=True,
+                         text=True)
+    return float(out.stdout.split()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--file", required=True, help="an OTLP/JSON Lines span file (graph_build.py --file)")
+    parser.add_argument("--before", required=True, help="checkout whose memtrace graph is 'before'")
+    parser.add_argument("--after", required=True, help="checkout whose memtrace graph is 'after' (and whose "
+                                                       "library is measured)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        measures = {"library read + build": lambda: _library(args.after, args.file),
+                    "memtrace graph (before)": lambda: _command(args.before, args.file, scratch),
+                    "memtrace graph (after)": lambda: _command(args.after, args.file, scratch)}
+        names = list(measures)
+        runs: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                runs[name].append(measures[name]())
+    median = {name: statistics.median(values) for name, values in runs.items()}
+    library = median["library read + build"]
+    result = {"runs": runs, "median_cpu_seconds": median,
+              "before_over_library": median["memtrace graph (before)"] / library,
+              "after_over_library": median["memtrace graph (after)"] / library}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    for name in names:
+        print(f"{name:26} {median[name]:6.2f} s CPU  ({', '.join(f'{v:.2f}' for v in runs[name])})")
+    print(f"memtrace graph / library: before {result['before_over_library']:.2f}x, "
+          f"after {result['after_over_library']:.2f}x (target <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()
