@@ -69,6 +69,7 @@ from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import critical_information
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
+from memtrace_otel.attribution.survival import statement_loss
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -358,6 +359,14 @@ def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
     kind, effect = _drop_type(case, candidates[0], carries)
+    if kind is ErrorType.EXTRACTION and (loss := statement_loss(case, carries, candidates[0])) is not None:
+        # What the extraction wrote about the fact reached memory and a later write removed it:
+        # that write, not the extraction, decided that no unit held it at the question.
+        op, before, after = loss
+        verb = "deleted" if index.data(after).get("deleted") or index.is_deletion_marker(after) else "overwrote"
+        why = (f"it {verb} {before}, the last memory unit holding what {index.data(candidates[0]).get('name')} "
+               "wrote about the fact")
+        return Verdict(op, _loss_type(index, op, after), why, before, alternatives=candidates)
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
