@@ -66,7 +66,7 @@ from memtrace_otel.attribution.base import (
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
-from memtrace_otel.attribution.presence import critical_information
+from memtrace_otel.attribution.presence import critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import statement_loss
@@ -329,7 +329,7 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
     return ErrorType.EXTRACTION, "wrote nothing that holds the information"
 
 
-def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
+def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
@@ -359,7 +359,7 @@ def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
     kind, effect = _drop_type(case, candidates[0], carries)
-    if kind is ErrorType.EXTRACTION and (loss := statement_loss(case, carries, candidates[0])) is not None:
+    if kind is ErrorType.EXTRACTION and (loss := statement_loss(case, carries, candidates[0], asked=asked)) is not None:
         # What the extraction wrote about the fact reached memory and a later write removed it:
         # that write, not the extraction, decided that no unit held it at the question.
         op, before, after = loss
@@ -393,7 +393,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     structural = case.structural or not info
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
-    verdict = _read_side(case, carries) or _write_side(case, carries)
+    verdict = _read_side(case, carries) or _write_side(case, carries, tokenize(failure.question))
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural

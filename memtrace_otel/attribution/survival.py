@@ -28,51 +28,67 @@ _KEPT_SHARE = 0.8
 whole sentences, a lossy merge or an overwrite keeps half at most."""
 _MIN_WORDS = 3
 _ABOUT_GOLD_SHARE = 0.5
+_ABOUT_QUESTION_SHARE = 0.5
 """A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
 
 
-def statement_loss(case: LineageCase, carries: Carrying, op: str) -> tuple[str, str, str] | None:
+def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                   ) -> tuple[str, str, str] | None:
     """``(remover, before, after)`` when what ``op`` wrote about the evidence's fact reached memory and a
     later write removed every copy before the question; ``None`` when it never reached memory, or a
     copy survives.
 
-    The statements followed are those of ``op``'s written, non-memory outputs (its extracted
-    facts) that are about the fact (:meth:`.Information.related`); a unit holds one when it keeps
-    most of its words and every word of the gold it held. ``remover`` wrote the version
-    ``after`` (a rewrite without the statement, a tombstone or a deletion marker) of the unit
-    whose version ``before`` held it; of several copies, the one removed last is the loss.
+    The statement followed is the one of ``op``'s written, non-memory outputs (its extracted
+    facts) most about the fact (:func:`_aboutness`), keeping the answer's exact tokens (a
+    statement with a number changed or another speaker's name is the extraction's own fault); a
+    unit holds it when it keeps most of its words and every word of the gold it held.
+    ``remover`` wrote the version ``after`` (a rewrite without the statement, a tombstone or a
+    deletion marker) of the unit whose version ``before`` held it; of several copies, the one
+    removed last is the loss.
     """
     index = case.index
     info = carries.info
-    statements = [tokens for v in index.written(op) if not index.is_stored(v)
-                  for _, tokens in index.pieces(v)
-                  if len(tokens) >= _MIN_WORDS and info.exact <= tokens and _about(info, tokens)]
-    if not statements:
+    question = {t: index.idf(t) for t in asked}
+    scored = [(_aboutness(info, question, tokens), position, tokens)
+              for position, tokens in enumerate(tokens for v in index.written(op) if not index.is_stored(v)
+                                                for _, tokens in index.pieces(v))
+              if len(tokens) >= _MIN_WORDS]
+    about = [item for item in scored if item[0] > 0]
+    if not about:
+        return None
+    _, _, statement = max(about, key=lambda item: (item[0], -item[1]))
+    if not info.exact <= statement:
         return None
     after_op, before_question = index.order(op), case.query_time
-    holders = sorted(
+    kept = sorted(
         (v for v in carries.descendants
          if index.is_stored(v) and after_op < index.produced_at(v) < before_question
-         and not index.data(v).get("deleted")),
+         and not index.data(v).get("deleted") and _keeps(index.tokens(v), statement, info.gold.keys(), index.idf)),
         key=lambda v: (index.produced_at(v), v))
-    losses: list[tuple[str, str, str]] = []
-    for statement in statements:
-        kept = [v for v in holders if _keeps(index.tokens(v), statement, info.gold.keys(), index.idf)]
-        if not kept:
-            continue
-        names = list(dict.fromkeys(index.data(v)["name"] for v in kept))
-        removed = [_removal(case, name, set(kept)) for name in names]
-        if any(r is None for r in removed):
-            return None  # a copy of what the extractor wrote is still in memory when the question is asked
-        losses.extend(r for r in removed if r is not None)
-    if not losses:
+    if not kept:
         return None
+    losses = []
+    for name in dict.fromkeys(index.data(v)["name"] for v in kept):
+        removed = _removal(case, name, set(kept))
+        if removed is None:
+            return None  # a copy of what the extractor wrote is still in memory when the question is asked
+        losses.append(removed)
     return max(losses, key=lambda item: (index.order(item[0]), item[0]))
 
 
-def _about(info: Information, tokens: frozenset[str]) -> bool:
-    """Whether a statement is about the fact: much of the sentence stating it, or half the gold."""
-    return info.related(tokens) or bool(info.gold) and info.gold_in(tokens, threshold=_ABOUT_GOLD_SHARE)
+def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
+    total = math.fsum(weights.values())
+    return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
+
+
+def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str]) -> float:
+    """How much a statement is about the fact: its shares of the gold, of the sentence stating it and
+    of the question's words (IDF-weighted: what a reader finds the fact by), summed; 0 when none
+    reaches its bar (half the gold or the question, :meth:`.Information.related` for the sentence)."""
+    gold, sentence, question = _share(info.gold, tokens), _share(info.sentence, tokens), _share(asked, tokens)
+    if gold >= _ABOUT_GOLD_SHARE or info.related(tokens) or question >= _ABOUT_QUESTION_SHARE:
+        return gold + sentence + question
+    return 0.0
 
 
 def _keeps(tokens: frozenset[str], statement: frozenset[str], gold: Iterable[str],
