@@ -253,3 +253,101 @@ def test_a_detector_that_left_the_message_in_the_buffer_is_not_the_one_that_lost
     assert message.content == MESSAGE
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["second cut"], ErrorType.EXTRACTION)
+
+
+# -- what the extractor wrote, followed into memory (mem0 1.x: one decision per fact) ------------------
+
+COUNCIL = "What did Caroline see at the council meeting for adoption?"
+COUNCIL_SAID = ("[15 July 2023] Caroline: Last Friday I went to a council meeting for adoption. It was "
+                "inspiring and emotional - so many people wanted to create loving homes for children in need.")
+COUNCIL_GOLD = "many people wanting to create loving homes for children in need"  # abstractive: no fact says it
+
+
+def _council_history(provider: TracerProvider, *, fact: str, later: str | None) -> dict[str, str]:
+    """Caroline's council turn extracted as a third-person fact and added as a unit; then ``later``:
+    another add's decision overwrites that unit (``"update"``), deletes it (``"delete"``) or merges
+    into it keeping the fact (``"merge"``); then a search that returns the unit, a wrong answer."""
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+
+    def remember(label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    with mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        remember("extract", op)
+        message = op.read("msg:D8:9", content=COUNCIL_SAID, kind=VariableKind.MESSAGE)
+        facts = op.write("facts:D8:9", fact, kind=VariableKind.FACTS)
+        op.step("extract", [message], [facts])
+    with mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+        op.read(facts)
+        unit = op.write("mem0:a1", fact, kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        op.read("msg:D9:1", content="[15 October 2023] Caroline: I passed the adoption agency interviews!",
+                kind=VariableKind.MESSAGE)
+        other = op.write("facts:D9:1", "Caroline passed the adoption agency interviews (15 October 2023).",
+                         kind=VariableKind.FACTS)
+    if later == "update":
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            unit = op.update(unit, str(other.content))
+    elif later == "merge":
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            unit = op.update(unit, f"{fact}; {other.content}")
+    elif later == "delete":
+        with mt.operation("mem0.delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            op.delete(unit)
+    with mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        if later != "delete":
+            op.read(unit)
+        context = op.write("context:q1", str(unit.content) if later != "delete" else "", kind=VariableKind.CONTEXT)
+    with mt.operation("app.answer", Category.GENERATION) as op:
+        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        op.read(context)
+        answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
+    with mt.operation("app.judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=COUNCIL, prediction="I don't know", gold=COUNCIL_GOLD,
+                             evidence=["D8:9"], answer=answer, case_id="q1")
+    return ops
+
+
+COUNCIL_FACT = ("Caroline attended a council meeting for adoption last Friday and found it inspiring and "
+                "emotional (the friday before 15 July 2023).")
+
+
+def test_a_later_overwrite_of_what_the_extractor_wrote_is_the_update_error(tracer_provider, span_exporter):
+    """No unit says the abstractive gold in its words, so presence alone blames the extraction; but its
+    statement about the meeting was stored, and a later update overwrote the unit with another fact:
+    a repaired extraction would have been overwritten the same way. The update is the decisive fault."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="update")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.UPDATE)
+
+
+def test_a_later_deletion_of_what_the_extractor_wrote_is_the_deletion_error(tracer_provider, span_exporter):
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="delete")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.DELETION)
+
+
+def test_a_merge_that_kept_what_the_extractor_wrote_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter):
+    """The update merged the new fact into the unit and kept the statement: nothing removed it."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="merge")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+def test_a_statement_about_another_speaker_is_the_extractions_own_fault(tracer_provider, span_exporter):
+    """The extractor swapped the speaker (Melanie for Caroline): what it stored never answered the
+    question about Caroline, whatever later removed it."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT.replace("Caroline", "Melanie"), later="update")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
