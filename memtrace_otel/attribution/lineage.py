@@ -98,7 +98,7 @@ class Verdict:
     question states no fact for an extractor to keep (the answer to it is the next message's)."""
 
 
-def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
+def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carriers(case, carries, carries.lineage_stored())
@@ -106,6 +106,7 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         not alive
         and not _losses(case, carries, carries.lineage_stored())
         and not _unexcused_drops(case, carries)
+        and _own_statement_loss(case, carries, asked) is None
     ):
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
         # only when nothing on the evidence's own lineage was lost or dropped before: the
@@ -333,9 +334,13 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
-    losses = _losses(case, carries, carries.lineage_stored()) or _losses(
-        case, carries, carries.stored()
-    )
+    losses = _losses(case, carries, carries.lineage_stored())
+    if not losses and (own := _own_statement_loss(case, carries, asked)) is not None:
+        # Nothing the presence test sees on the evidence's lineage was lost, but what its extraction
+        # wrote about the fact was: that loss is on the evidence's own lineage, a unit from elsewhere
+        # is not (the same preference as for carriers).
+        return _statement_verdict(index, own)
+    losses = losses or _losses(case, carries, carries.stored())
     if losses:
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
@@ -359,18 +364,39 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         return None
     read = _last_carrier_read(index, candidates[0], carries)
     kind, effect = _drop_type(case, candidates[0], carries)
-    if kind is ErrorType.EXTRACTION and (loss := statement_loss(case, carries, candidates[0], asked=asked)) is not None:
+    loss = statement_loss(case, carries, candidates[0], asked=asked) if kind is ErrorType.EXTRACTION else None
+    if loss is not None:
         # What the extraction wrote about the fact reached memory and a later write removed it:
         # that write, not the extraction, decided that no unit held it at the question.
-        op, before, after = loss
-        verb = "deleted" if index.data(after).get("deleted") or index.is_deletion_marker(after) else "overwrote"
-        why = (f"it {verb} {before}, the last memory unit holding what {index.data(candidates[0]).get('name')} "
-               "wrote about the fact")
-        return Verdict(op, _loss_type(index, op, after), why, before, alternatives=candidates)
+        verdict = _statement_verdict(index, (candidates[0], *loss))
+        verdict.alternatives = candidates
+        return verdict
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
+
+
+def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]
+                        ) -> tuple[str, str, str, str] | None:
+    """``(extraction, remover, before, after)``: the last removal, before the question, of what an extraction
+    of the evidence wrote about the fact (:func:`.survival.statement_loss`); ``None`` if none was removed."""
+    index = case.index
+    if carries.structural:
+        return None
+    found = [(op, *loss) for op in index.readers(carries.evidence)
+             if index.category(op) in _EXTRACTION_ROLES and index.order(op) < case.query_time
+             and not index.is_step(op)
+             and (loss := statement_loss(case, carries, op, asked=asked)) is not None]
+    return max(found, key=lambda item: (index.order(item[1]), item[1])) if found else None
+
+
+def _statement_verdict(index: GraphIndex, loss: tuple[str, str, str, str]) -> Verdict:
+    extraction, op, before, after = loss
+    verb = "deleted" if index.data(after).get("deleted") or index.is_deletion_marker(after) else "overwrote"
+    why = (f"it {verb} {before}, the last memory unit holding what {index.data(extraction).get('name')} "
+           "wrote about the fact")
+    return Verdict(op, _loss_type(index, op, after), why, before)
 
 
 def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
@@ -393,7 +419,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     structural = case.structural or not info
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
-    verdict = _read_side(case, carries) or _write_side(case, carries, tokenize(failure.question))
+    asked = tokenize(failure.question)
+    verdict = _read_side(case, carries, asked) or _write_side(case, carries, asked)
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural

@@ -16,12 +16,13 @@ remover is (:func:`statement_loss`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
+from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information
 
-__all__ = ["statement_loss"]
+__all__ = ["Fate", "keeps", "statement_fate", "statement_loss"]
 
 _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
@@ -32,19 +33,30 @@ _ABOUT_QUESTION_SHARE = 0.5
 """A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
 
 
-def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
-                   ) -> tuple[str, str, str] | None:
-    """``(remover, before, after)`` when what ``op`` wrote about the evidence's fact reached memory and a
-    later write removed every copy before the question; ``None`` when it never reached memory, or a
-    copy survives.
+@dataclass(slots=True)
+class Fate:
+    """What became of the statement an extraction wrote about the fact (:func:`statement_fate`)."""
+
+    statement: frozenset[str]
+    """Its tokens."""
+    alive: list[str]
+    """Units current when the question is asked that still hold it."""
+    loss: tuple[str, str, str] | None
+    """``(remover, before, after)`` of the copy removed last, when none is alive."""
+
+
+def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                   ) -> Fate | None:
+    """Where the statement ``op`` wrote about the evidence's fact went: the units holding it when the
+    question is asked, or the write that removed the last copy before; ``None`` when ``op`` wrote no
+    statement about the fact that keeps the answer's exact tokens, or it never reached memory.
 
     The statement followed is the one of ``op``'s written, non-memory outputs (its extracted
     facts) most about the fact (:func:`_aboutness`), keeping the answer's exact tokens (a
     statement with a number changed or another speaker's name is the extraction's own fault); a
     unit holds it when it keeps most of its words and every word of the gold it held.
-    ``remover`` wrote the version ``after`` (a rewrite without the statement, a tombstone or a
-    deletion marker) of the unit whose version ``before`` held it; of several copies, the one
-    removed last is the loss.
+    The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
+    deletion marker) of the unit whose version ``before`` held it.
     """
     index = case.index
     info = carries.info
@@ -63,17 +75,37 @@ def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     kept = sorted(
         (v for v in carries.descendants
          if index.is_stored(v) and after_op < index.produced_at(v) < before_question
-         and not index.data(v).get("deleted") and _keeps(index.tokens(v), statement, info.gold.keys(), index.idf)),
+         and not index.data(v).get("deleted") and keeps(index, v, statement, info)),
         key=lambda v: (index.produced_at(v), v))
     if not kept:
         return None
-    losses = []
+    alive, losses = [], []
     for name in dict.fromkeys(index.data(v)["name"] for v in kept):
         removed = _removal(case, name, set(kept))
         if removed is None:
-            return None  # a copy of what the extractor wrote is still in memory when the question is asked
-        losses.append(removed)
-    return max(losses, key=lambda item: (index.order(item[0]), item[0]))
+            alive.append(str(index.state_at(name, before_question)))
+        else:
+            losses.append(removed)
+    loss = None if alive else max(losses, key=lambda item: (index.order(item[0]), item[0]))
+    return Fate(statement, alive, loss)
+
+
+def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                   ) -> tuple[str, str, str] | None:
+    """``(remover, before, after)`` when what ``op`` wrote about the evidence's fact reached memory and a
+    later write removed every copy before the question (:func:`statement_fate`); else ``None``."""
+    fate = statement_fate(case, carries, op, asked=asked)
+    return fate.loss if fate is not None else None
+
+
+def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Information) -> bool:
+    """Whether ``variable`` still states ``statement``: most of its words (IDF-weighted) and every word of
+    the gold it held."""
+    tokens = index.tokens(variable)
+    if not (statement & info.gold.keys()) <= tokens:
+        return False
+    total = math.fsum(index.idf(t) for t in statement)
+    return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
 
 
 def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
@@ -89,14 +121,6 @@ def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str
     if gold >= _ABOUT_GOLD_SHARE or info.related(tokens) or question >= _ABOUT_QUESTION_SHARE:
         return gold + sentence + question
     return 0.0
-
-
-def _keeps(tokens: frozenset[str], statement: frozenset[str], gold: Iterable[str],
-           idf: Callable[[str], float]) -> bool:
-    if not (statement & frozenset(gold)) <= tokens:
-        return False
-    total = math.fsum(idf(t) for t in statement)
-    return bool(total) and math.fsum(idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
 
 
 def _removal(case: LineageCase, name: str, holding: set[str]) -> tuple[str, str, str] | None:
