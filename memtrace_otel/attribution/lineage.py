@@ -66,7 +66,7 @@ from memtrace_otel.attribution.base import (
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
-from memtrace_otel.attribution.presence import critical_information, tokenize
+from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import statement_loss
@@ -80,6 +80,7 @@ _EXTRACTION_ROLES: dict[str, int] = {Category.EXTRACTION: 0, Category.INGEST: 1}
 _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL})
 _READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
+_LOSS_TYPES = frozenset({ErrorType.UPDATE, ErrorType.DELETION})
 
 
 @dataclass(slots=True)
@@ -441,7 +442,7 @@ def _is_question(sentence: str) -> bool:
     return sentence.rstrip().rstrip("\"')]").endswith("?")
 
 
-def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
+def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None = None) -> Verdict | None:
     """One verdict of the per-evidence ones: grounded, non-response, earliest, suspicious first.
 
     Each evidence message's verdict names an operation that lost part of
@@ -454,6 +455,8 @@ def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
     pool = [v for v in pool if not v.asked] or pool
+    if gold is not None:
+        pool = [v for v in pool if not _held_meanwhile(case.index, v, pool, gold)] or pool
     operations = list(dict.fromkeys(v.operation for v in pool))
     if len(operations) == 1:
         return pool[0]
@@ -461,6 +464,26 @@ def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
     best.confidence *= 0.8
     best.alternatives = [op for op in operations if op != best.operation]
     return best
+
+
+def _held_meanwhile(index: GraphIndex, verdict: Verdict, pool: list[Verdict], gold: Information) -> bool:
+    """Whether ``verdict`` blames an extraction that stored nothing of its message's fact while a unit
+    stating the whole gold, which another verdict's later write removed, was in memory.
+
+    With several evidence messages, the earliest faulty operation wins only if it was decisive:
+    while a unit saying the whole answer was stored, an extraction that dropped one message's
+    part of it did not lose the answer; the write that later removed that unit did.
+    """
+    if verdict.error_type is not ErrorType.EXTRACTION or not gold.gold:
+        return False
+    dropped = index.order(verdict.operation)
+    for other in pool:
+        unit = other.carrier
+        if (other.error_type in _LOSS_TYPES and unit is not None and index.is_stored(unit)
+                and index.produced_at(unit) < dropped < index.order(other.operation)
+                and gold.gold.keys() <= index.tokens(unit) and gold.exact <= index.tokens(unit)):
+            return True
+    return False
 
 
 def _earliest(index: GraphIndex, pool: list[Verdict]) -> Verdict:
@@ -586,7 +609,8 @@ class LineageEngine(Engine):
         evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
         suspects = structural_suspects(case, evidence)
         verdicts = [v for e in evidence if (v := _trace(case, failure, e)) is not None]
-        verdict = _from_suspects(suspects) if case.structural and suspects else _choose(case, verdicts)
+        verdict = _from_suspects(suspects) if case.structural and suspects else _choose(
+            case, verdicts, critical_information(failure.gold, failure.question) if failure.gold else None)
         guessed = verdict is None
         if verdict is None:
             verdict = _fallback(case)
