@@ -351,3 +351,94 @@ def test_a_statement_about_another_speaker_is_the_extractions_own_fault(tracer_p
     ops = _council_history(tracer_provider, fact=COUNCIL_FACT.replace("Caroline", "Melanie"), later="update")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+class _Mem0:
+    """mem0 1.x's write path, by hand: one extraction per message, one unit per fact, later decisions that
+    overwrite or delete a unit; then one question (a search returning some units, an answer, a judge)."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.mt = MemoryTracer(provider, capture_content=True)
+        self.ops: dict[str, str] = {}
+        self.units: dict[str, Variable] = {}
+
+    def remember(self, label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    def add(self, dia_id: str, said: str, fact: str | None) -> None:
+        with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+            self.remember(f"extract {dia_id}", op)
+            message = op.read(f"msg:{dia_id}", content=said, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", fact or "", kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        if fact:
+            with self.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
+                                   store_id="s") as op:
+                op.read(facts)
+                self.units[dia_id] = op.write(f"mem0:{dia_id}", fact, kind=VariableKind.MEMORY_UNIT)
+
+    def overwrite(self, dia_id: str, text: str) -> None:
+        with self.mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+            self.remember(f"update {dia_id}", op)
+            self.units[dia_id] = op.update(self.units[dia_id], text)
+
+    def delete(self, dia_id: str) -> None:
+        with self.mt.operation("mem0.delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s") as op:
+            self.remember(f"delete {dia_id}", op)
+            op.delete(self.units.pop(dia_id))
+
+    def ask(self, question: str, gold: str, evidence: list[str], returned: list[str]) -> None:
+        with self.mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
+                               store_id="s") as op:
+            op.read("query:q1", content=question, kind=VariableKind.QUERY)
+            found = [op.read(self.units[r]) for r in returned]
+            context = op.write("context:q1", "\n".join(str(u.content) for u in found), kind=VariableKind.CONTEXT)
+        with self.mt.operation("app.answer", Category.GENERATION) as op:
+            op.read("query:q1", content=question, kind=VariableKind.QUERY)
+            op.read(context)
+            answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
+        with self.mt.operation("app.judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, question=question, prediction="I don't know", gold=gold,
+                                 evidence=evidence, answer=answer, case_id="q1")
+
+
+def test_the_loss_of_what_the_evidence_extraction_wrote_comes_before_a_unit_from_elsewhere(
+        tracer_provider, span_exporter):
+    """The council fact was overwritten; a unit of another message with the gold's words (a reply
+    quoting part of it) was deleted later. The evidence's own lineage is what the answer needed:
+    its overwrite is the fault, not the deletion of a unit from elsewhere."""
+    system = _Mem0(tracer_provider)
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D8:10", "[15 July 2023] Melanie: So many people want to create loving homes for children "
+               "in need, Caroline!",
+               "Caroline saw many people wanting to create loving homes for children in need (15 July 2023).")
+    system.overwrite("D8:9", "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.delete("D8:10")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:9"], ["D8:9"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["update D8:9"], ErrorType.UPDATE)
+
+
+APTITUDE = "What test has John taken multiple times?"
+
+
+def test_an_extraction_that_dropped_its_part_while_a_unit_held_the_whole_gold_is_not_decisive(
+        tracer_provider, span_exporter):
+    """Two evidence messages: the first's fact says the whole gold; the second's extraction wrote
+    nothing. While the first unit was stored, the answer was in memory: the later deletion of that
+    unit lost it, not the earlier extraction that dropped the second message's part."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:11", "[1 January 2023] John: Especially after I failed the military aptitude test "
+               "recently, I've been feeling a bit stressed out.",
+               "John recently failed the military aptitude test and has been feeling stressed out "
+               "(1 January 2023).")
+    system.add("D8:18", "[6 March 2023] John: Last week I retook the aptitude test with some great results, "
+               "and I feel drawn to serving my country in this way.", None)
+    system.add("D9:1", "[2 April 2023] John: I went camping with my dog Max.",
+               "John went camping with his dog Max (2 April 2023).")
+    system.delete("D3:11")
+    system.ask(APTITUDE, "The military aptitude test", ["D8:18", "D3:11"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["delete D3:11"], ErrorType.DELETION)
