@@ -36,10 +36,17 @@ off the graph without a model:
    UpdateError, a tombstone or a ``DELETED`` marker a DeletionError (a
    window trim's tombstone, an update-role op's, stays an UpdateError), no
    unit with it an ExtractionError; the category only decides what the
-   effect leaves open.
+   effect leaves open. Before blaming an extraction, the statement it wrote
+   about the fact is followed into memory (:mod:`.survival`, by its words,
+   not by the presence test): if a later write removed every copy of it
+   before the question, that write is the decisive fault (a repaired
+   extraction would have met it too), and such a loss on the evidence's own
+   lineage comes before the loss of a unit from elsewhere.
 
 When several evidence messages each point at a different operation, the
-earliest in execution order wins (MemTrace's rule); operations of the same
+earliest in execution order wins (MemTrace's rule), unless it is an extraction
+that dropped its message's part while a unit stating the whole gold was stored
+(another verdict's later write removed it: that write was decisive); operations of the same
 moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
 over the graph's other evaluations (:mod:`.spectrum`).
 Without captured content the same walk runs on lineage alone (a variable

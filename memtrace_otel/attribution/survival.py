@@ -28,9 +28,11 @@ _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
 whole sentences, a lossy merge or an overwrite keeps half at most."""
 _MIN_WORDS = 3
+"""A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
+# A statement is about the fact when it holds half the gold or half the question's (IDF-weighted) words,
+# or is related to the sentence stating it (:meth:`.Information.related`).
 _ABOUT_GOLD_SHARE = 0.5
 _ABOUT_QUESTION_SHARE = 0.5
-"""A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
 
 
 @dataclass(slots=True)
