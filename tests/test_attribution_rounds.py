@@ -257,10 +257,13 @@ def test_a_detector_that_left_the_message_in_the_buffer_is_not_the_one_that_lost
 
 # -- what the extractor wrote, followed into memory (mem0 1.x: one decision per fact) ------------------
 
+UPDATE, DELETE, SEARCH = "update_memory", "delete_memory", "search_memory"
 COUNCIL = "What did Caroline see at the council meeting for adoption?"
 COUNCIL_SAID = ("[15 July 2023] Caroline: Last Friday I went to a council meeting for adoption. It was "
-                "inspiring and emotional - so many people wanted to create loving homes for children in need.")
-COUNCIL_GOLD = "many people wanting to create loving homes for children in need"  # abstractive: no fact says it
+                "inspiring and emotional - so many people wanted to create loving homes for children "
+                "in need.")
+# Abstractive: no extracted fact says it.
+COUNCIL_GOLD = "many people wanting to create loving homes for children in need"
 
 
 def _council_history(provider: TracerProvider, *, fact: str, later: str | None) -> dict[str, str]:
@@ -288,25 +291,26 @@ def _council_history(provider: TracerProvider, *, fact: str, later: str | None) 
         other = op.write("facts:D9:1", "Caroline passed the adoption agency interviews (15 October 2023).",
                          kind=VariableKind.FACTS)
     if later == "update":
-        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
             remember("later", op)
             op.read(other)
             unit = op.update(unit, str(other.content))
     elif later == "merge":
-        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
             remember("later", op)
             op.read(other)
             unit = op.update(unit, f"{fact}; {other.content}")
     elif later == "delete":
-        with mt.operation("mem0.delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s") as op:
+        with mt.operation("mem0.delete", Category.DELETION, gen_ai_operation=DELETE, store_id="s") as op:
             remember("later", op)
             op.read(other)
             op.delete(unit)
-    with mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+    with mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation=SEARCH, store_id="s") as op:
         op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
         if later != "delete":
             op.read(unit)
-        context = op.write("context:q1", str(unit.content) if later != "delete" else "", kind=VariableKind.CONTEXT)
+        context = op.write("context:q1", str(unit.content) if later != "delete" else "",
+                           kind=VariableKind.CONTEXT)
     with mt.operation("app.answer", Category.GENERATION) as op:
         op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
         op.read(context)
@@ -379,12 +383,12 @@ class _Mem0:
                 self.units[dia_id] = op.write(f"mem0:{dia_id}", fact, kind=VariableKind.MEMORY_UNIT)
 
     def overwrite(self, dia_id: str, text: str) -> None:
-        with self.mt.operation("mem0.update", Category.UPDATE, gen_ai_operation="update_memory", store_id="s") as op:
+        with self.mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
             self.remember(f"update {dia_id}", op)
             self.units[dia_id] = op.update(self.units[dia_id], text)
 
     def delete(self, dia_id: str) -> None:
-        with self.mt.operation("mem0.delete", Category.DELETION, gen_ai_operation="delete_memory", store_id="s") as op:
+        with self.mt.operation("mem0.delete", Category.DELETION, gen_ai_operation=DELETE, store_id="s") as op:
             self.remember(f"delete {dia_id}", op)
             op.delete(self.units.pop(dia_id))
 
@@ -393,7 +397,8 @@ class _Mem0:
                                store_id="s") as op:
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
             found = [op.read(self.units[r]) for r in returned]
-            context = op.write("context:q1", "\n".join(str(u.content) for u in found), kind=VariableKind.CONTEXT)
+            context = op.write("context:q1", "\n".join(str(u.content) for u in found),
+                               kind=VariableKind.CONTEXT)
         with self.mt.operation("app.answer", Category.GENERATION) as op:
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
             op.read(context)
