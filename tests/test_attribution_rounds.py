@@ -395,6 +395,7 @@ class _Mem0:
     def ask(self, question: str, gold: str, evidence: list[str], returned: list[str]) -> None:
         with self.mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
                                store_id="s") as op:
+            self.remember("search", op)
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
             found = [op.read(self.units[r]) for r in returned]
             context = op.write("context:q1", "\n".join(str(u.content) for u in found),
@@ -447,3 +448,17 @@ def test_an_extraction_that_dropped_its_part_while_a_unit_held_the_whole_gold_is
     system.ask(APTITUDE, "The military aptitude test", ["D8:18", "D3:11"], ["D9:1"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["delete D3:11"], ErrorType.DELETION)
+
+
+def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
+        tracer_provider, span_exporter):
+    """No unit says the abstractive gold in its words, but the council fact the extraction wrote was
+    still stored, unchanged, when the question was asked, and the search returned another memory:
+    the information was in memory and the search missed it."""
+    system = _Mem0(tracer_provider)
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D9:1", "[15 October 2023] Caroline: I passed the adoption agency interviews!",
+               "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:9"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)

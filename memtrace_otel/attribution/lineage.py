@@ -41,7 +41,9 @@ off the graph without a model:
    not by the presence test): if a later write removed every copy of it
    before the question, that write is the decisive fault (a repaired
    extraction would have met it too), and such a loss on the evidence's own
-   lineage comes before the loss of a unit from elsewhere.
+   lineage comes before the loss of a unit from elsewhere; if a unit still
+   held it when the question was asked and the answer's context does not,
+   the question's search of that unit's store missed it (RetrievalError).
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
@@ -76,7 +78,7 @@ from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
-from memtrace_otel.attribution.survival import statement_loss
+from memtrace_otel.attribution.survival import Fate, keeps, statement_fate, statement_loss
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -372,17 +374,43 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         return None
     read = _last_carrier_read(index, candidates[0], carries)
     kind, effect = _drop_type(case, candidates[0], carries)
-    loss = statement_loss(case, carries, candidates[0], asked=asked) if kind is ErrorType.EXTRACTION else None
-    if loss is not None:
+    fate = statement_fate(case, carries, candidates[0], asked=asked) if kind is ErrorType.EXTRACTION else None
+    if fate is not None and fate.loss is not None:
         # What the extraction wrote about the fact reached memory and a later write removed it:
         # that write, not the extraction, decided that no unit held it at the question.
-        verdict = _statement_verdict(index, (candidates[0], *loss))
+        verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
+    if fate is not None and (missed := _missed(case, fate)) is not None:
+        missed.alternatives = candidates
+        return missed
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
+
+
+def _missed(case: LineageCase, fate: Fate) -> Verdict | None:
+    """The question's search that did not return a unit still stating what the evidence's extraction
+    wrote about the fact (alive in its store when the question was asked), if the answer's context
+    holds no such statement; ``None`` when the context holds it or no search of its store is known.
+
+    The extraction stored its statement and nothing removed it: the information was in memory,
+    and the question's retrieval of that store passed on none of it.
+    """
+    index = case.index
+    contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
+    if any(keeps(index, v, fate.statement, fate.info) for v in contexts):
+        return None  # the reader had it (or a lossy statement it could not answer from): left open
+    retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
+                         and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
+                         and not index.is_step(op)), key=index.order)
+    for unit in fate.alive:
+        search = next((op for op in retrievals if _same_store(index, op, unit, retrievals)), None)
+        if search is not None:
+            return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
+                           "the fact, but the retrieved context does not", unit, confidence=0.7)
+    return None
 
 
 def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]

@@ -10,7 +10,9 @@ rewrite that unit without it (an update that overwrote a merely similar memory,
 a lossy merge) or delete it. When every copy of the statement was removed
 before the question was asked, the extraction is not the decisive fault: a
 repaired extraction's statement would have met the same later write. The
-remover is (:func:`statement_loss`).
+remover is (:func:`statement_loss`). When a unit still held the statement
+as the question was asked, the information was in memory
+(:attr:`Fate.alive`): the search that did not return it is the one to look at.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Fate:
     """Units current when the question is asked that still hold it."""
     loss: tuple[str, str, str] | None
     """``(remover, before, after)`` of the copy removed last, when none is alive."""
+    info: Information
+    """The information it was followed for."""
 
 
 def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
@@ -89,7 +93,7 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
         else:
             losses.append(removed)
     loss = None if alive else max(losses, key=lambda item: (index.order(item[0]), item[0]))
-    return Fate(statement, alive, loss)
+    return Fate(statement, alive, loss, info)
 
 
 def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
