@@ -401,6 +401,7 @@ class _Mem0:
             context = op.write("context:q1", "\n".join(str(u.content) for u in found),
                                kind=VariableKind.CONTEXT)
         with self.mt.operation("app.answer", Category.GENERATION) as op:
+            self.remember("answer", op)
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
             op.read(context)
             answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
@@ -462,3 +463,24 @@ def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is
     system.ask(COUNCIL, COUNCIL_GOLD, ["D8:9"], ["D9:1"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_an_answer_from_a_context_holding_the_extracted_statement_with_the_whole_gold_is_the_response_error(
+        tracer_provider, span_exporter):
+    """The extraction's statement says the gold ("sunset") in other words than the message's sentence
+    stating it; it was stored, the search returned it, the reader answered wrong: ResponseError."""
+    system = _Mem0(tracer_provider)
+    system.add("D28:22", "[9 November 2022] Joanna: I took that pic on a hike last summer near Fort Wayne. "
+               "The sunset and the surrounding beauty were just incredible.",
+               "Joanna took a beautiful sunset picture on a hike near Fort Wayne last summer "
+               "(9 November 2022).")
+    system.add("D28:23", "[9 November 2022] Joanna: My cat Luna slept all day.",
+               "Joanna's cat Luna slept all day (9 November 2022).")
+    for n, place in enumerate(("the lake", "the beach", "the park", "my window", "the hills")):
+        # A common gold word: the sentence stating it, not the word alone, would identify the fact.
+        system.add(f"D29:{n}", f"[10 November 2022] Nate: I watched the sunset at {place} with my turtles.",
+                   f"Nate watched the sunset at {place} with his turtles (10 November 2022).")
+    system.ask("What did Joanna take a picture of near Fort Wayne last summer?", "Sunset", ["D28:22"],
+               ["D28:23", "D28:22"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE)

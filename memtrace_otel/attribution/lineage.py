@@ -340,7 +340,8 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
     return ErrorType.EXTRACTION, "wrote nothing that holds the information"
 
 
-def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
+def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
+                stated: Information | None = None) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
@@ -381,7 +382,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate)) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated)) is not None:
         missed.alternatives = candidates
         return missed
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
@@ -390,7 +391,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
-def _missed(case: LineageCase, fate: Fate) -> Verdict | None:
+def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -400,8 +401,14 @@ def _missed(case: LineageCase, fate: Fate) -> Verdict | None:
     """
     index = case.index
     contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
-    if any(keeps(index, v, fate.statement, fate.info) for v in contexts):
-        return None  # the reader had it (or a lossy statement it could not answer from): left open
+    held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
+    if held is not None:
+        if gold is not None and gold.gold and gold.gold.keys() | gold.exact <= fate.statement:
+            # The statement says every word of the gold and the reader had it: a wrong answer from a
+            # context that held the answer.
+            return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
+                           "wrote about the fact, the whole gold with it", held, confidence=0.7)
+        return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
                          and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
                          and not index.is_step(op)), key=index.order)
@@ -456,7 +463,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
     asked = tokenize(failure.question)
-    verdict = _read_side(case, carries, asked) or _write_side(case, carries, asked)
+    verdict = _read_side(case, carries, asked) or _write_side(
+        case, carries, asked, critical_information(failure.gold, failure.question) if failure.gold else None)
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural
