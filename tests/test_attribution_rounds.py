@@ -484,3 +484,38 @@ def test_an_answer_from_a_context_holding_the_extracted_statement_with_the_whole
                ["D28:23", "D28:22"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE)
+
+
+def test_a_message_passed_on_word_for_word_is_not_a_statement_the_extractor_wrote(
+        tracer_provider, span_exporter):
+    """A boundary detector cut a memcell holding the earlier messages as said (one of them about the
+    question, not saying the answer) and dropped the evidence's. That memcell staying in memory says
+    nothing about what the extractor wrote: the drop stays an ExtractionError, not a search's miss."""
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    asked = "What programming languages has James worked with?"
+    earlier = "[17 March 2022] John: Which programming languages have you worked with, James?"
+    with mt.operation("evermemos.boundary_detection", Category.EXTRACTION) as op:
+        context = op.span_context
+        detector = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+        op.read("msg:D1:7", content=earlier, kind=VariableKind.MESSAGE)
+        op.read("msg:D1:8", content="[17 March 2022] James: I have worked with Python and C++ so far.",
+                kind=VariableKind.MESSAGE)
+        cell = op.write("memcell:1", earlier, kind=VariableKind.OTHER)
+    with mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
+        op.read(cell)
+        unit = op.write("memory-unit-1", earlier, kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=asked, kind=VariableKind.QUERY)
+        op.read("memory-unit-0", content="James likes dogs.", kind=VariableKind.MEMORY_UNIT)
+        retrieved = op.write("context:q1", "James likes dogs.", kind=VariableKind.CONTEXT)
+    with mt.operation("question-answering", Category.EVALUATION) as op:
+        op.read("query:q1", content=asked, kind=VariableKind.QUERY)
+        op.read(retrieved)
+        answer = op.write("prediction:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("llm-judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=asked, prediction="I don't know.", gold="Python and C++",
+                             evidence=["D1:8"], answer=answer, case_id="q1")
+    assert unit.content == earlier
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (detector, ErrorType.EXTRACTION)

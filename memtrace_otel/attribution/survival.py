@@ -67,9 +67,12 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     index = case.index
     info = carries.info
     question = {t: index.idf(t) for t in asked}
+    # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
+    # it was cut from), not a statement the extractor wrote.
     scored = [(_aboutness(info, question, tokens), position, tokens)
               for position, tokens in enumerate(tokens for v in index.written(op) if not index.is_stored(v)
-                                                for _, tokens in index.pieces(v))
+                                                for text, tokens in index.pieces(v)
+                                                if not index.quoted_message(text))
               if len(tokens) >= _MIN_WORDS]
     about = [item for item in scored if item[0] > 0]
     if not about:
