@@ -519,3 +519,23 @@ def test_a_message_passed_on_word_for_word_is_not_a_statement_the_extractor_wrot
     assert unit.content == earlier
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (detector, ErrorType.EXTRACTION)
+
+
+def test_an_extraction_that_wrote_only_about_other_things_yields_to_a_search_that_missed_the_fact(
+        tracer_provider, span_exporter):
+    """Two evidence messages: the earlier one's extraction wrote a fact about something else (the
+    evidence id names a turn beside the one saying the answer); the later one's fact was stored and
+    the search missed it. The earlier extraction did not drop this fact: the search is to blame."""
+    system = _Mem0(tracer_provider)
+    for n, thing in enumerate(("pottery", "her garden", "a new book", "the rain", "her guitar", "lunch")):
+        # The rest of the session, dated like every fact of that day.
+        system.add(f"D8:{n}", f"[15 July 2023] Caroline: Let me tell you about {thing}.",
+                   f"Caroline talked about {thing} (15 July 2023).")
+    system.add("D8:8", "[15 July 2023] Caroline: So many people came! My dog Max loved the beach.",
+               "Caroline's dog Max loved the beach (15 July 2023).")
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D9:1", "[15 October 2023] Caroline: I passed the adoption agency interviews!",
+               "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:8", "D8:9"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)

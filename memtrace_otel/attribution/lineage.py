@@ -78,7 +78,7 @@ from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
-from memtrace_otel.attribution.survival import Fate, keeps, statement_fate, statement_loss
+from memtrace_otel.attribution.survival import Fate, keeps, statement_fate, statement_loss, wrote_about
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -106,6 +106,9 @@ class Verdict:
     asked: bool = False
     """The evidence sentence is a question and the verdict an extraction that stored nothing of it: a
     question states no fact for an extractor to keep (the answer to it is the next message's)."""
+    elsewhere: bool = False
+    """The verdict is an extraction whose statements are all about other things: its message (an
+    evidence id names a turn near the one saying the answer) may not have stated the fact."""
 
 
 def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
@@ -469,6 +472,9 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
         return None
     verdict.gold_grounded = info.source == "gold" and not structural
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
+    verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
+                         and index.category(verdict.operation) in _EXTRACTION_ROLES
+                         and wrote_about(case, carries, verdict.operation, asked=asked) is False)
     if structural:
         verdict.confidence = 0.35
     elif info.source != "gold":
@@ -498,6 +504,7 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
     pool = [v for v in pool if not v.asked] or pool
+    pool = [v for v in pool if not v.elsewhere] or pool
     if gold is not None:
         pool = [v for v in pool if not _held_meanwhile(case.index, v, pool, gold)] or pool
     operations = list(dict.fromkeys(v.operation for v in pool))

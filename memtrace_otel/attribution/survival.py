@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
-from memtrace_otel.attribution.presence import Information
+from memtrace_otel.attribution.presence import Information, tokenize
 
-__all__ = ["Fate", "keeps", "statement_fate", "statement_loss"]
+__all__ = ["Fate", "keeps", "statement_fate", "statement_loss", "wrote_about"]
 
 _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
@@ -32,9 +32,11 @@ whole sentences, a lossy merge or an overwrite keeps half at most."""
 _MIN_WORDS = 3
 """A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
 # A statement is about the fact when it holds half the gold or half the question's (IDF-weighted) words,
-# or is related to the sentence stating it (:meth:`.Information.related`).
+# or is related to the sentence stating it (:meth:`.Information.related`; 0.3 of its own words, header
+# aside, to tell whether an extraction wrote about the fact at all).
 _ABOUT_GOLD_SHARE = 0.5
 _ABOUT_QUESTION_SHARE = 0.5
+_ABOUT_SENTENCE_SHARE = 0.3
 
 
 @dataclass(slots=True)
@@ -66,7 +68,7 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     """
     index = case.index
     info = carries.info
-    question = {t: index.idf(t) for t in asked}
+    question = _weights(index, asked)
     # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
     # it was cut from), not a statement the extractor wrote.
     scored = [(_aboutness(info, question, tokens), position, tokens)
@@ -99,6 +101,20 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     return Fate(statement, alive, loss, info)
 
 
+def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                ) -> bool | None:
+    """Whether ``op`` wrote a statement about the evidence's fact (:func:`_aboutness`); ``None`` when it
+    wrote no statement at all (messages it passed on word for word aside)."""
+    index, info = case.index, carries.info
+    question, said = _weights(index, asked), _weights(index, tokenize(info.text))
+    statements = [tokens for v in index.written(op) if not index.is_stored(v)
+                  for text, tokens in index.pieces(v)
+                  if not index.quoted_message(text) and len(tokens) >= _MIN_WORDS]
+    if not statements:
+        return None
+    return any(_aboutness(info, question, tokens, said) > 0 for tokens in statements)
+
+
 def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
                    ) -> tuple[str, str, str] | None:
     """``(remover, before, after)`` when what ``op`` wrote about the evidence's fact reached memory and a
@@ -117,17 +133,31 @@ def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Inf
     return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
 
 
+def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
+    return {t: index.idf(t) for t in tokens}
+
+
 def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
     total = math.fsum(weights.values())
     return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
 
 
-def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str]) -> float:
+def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str],
+               said: dict[str, float] | None = None) -> float:
     """How much a statement is about the fact: its shares of the gold, of the sentence stating it and
-    of the question's words (IDF-weighted: what a reader finds the fact by), summed; 0 when none
-    reaches its bar (half the gold or the question, :meth:`.Information.related` for the sentence)."""
-    gold, sentence, question = _share(info.gold, tokens), _share(info.sentence, tokens), _share(asked, tokens)
-    if gold >= _ABOUT_GOLD_SHARE or info.related(tokens) or question >= _ABOUT_QUESTION_SHARE:
+    of the question's words (what a reader finds the fact by), IDF-weighted and summed; 0 when none
+    reaches its bar (half the gold or the question, :meth:`.Information.related` for the sentence).
+
+    ``said`` weighs the sentence's own words instead, without the message's header (whose date and
+    speaker every fact of the session has): to tell whether a statement is about the fact at all.
+    """
+    gold, question = _share(info.gold, tokens), _share(asked, tokens)
+    if said is None:
+        sentence, near = _share(info.sentence, tokens), info.related(tokens)
+    else:
+        sentence = _share(said, tokens)
+        near = sentence >= _ABOUT_SENTENCE_SHARE
+    if gold >= _ABOUT_GOLD_SHARE or near or question >= _ABOUT_QUESTION_SHARE:
         return gold + sentence + question
     return 0.0
 
