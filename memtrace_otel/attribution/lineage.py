@@ -48,7 +48,9 @@ off the graph without a model:
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
 that dropped its message's part while a unit stating the whole gold was stored
-(another verdict's later write removed it: that write was decisive); operations of the same
+(another verdict's later write removed it: that write was decisive), or one
+whose statements are all about other things (an evidence id may name a turn
+beside the one that says the answer); operations of the same
 moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
 over the graph's other evaluations (:mod:`.spectrum`).
 Without captured content the same walk runs on lineage alone (a variable
