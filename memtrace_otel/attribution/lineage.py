@@ -80,7 +80,14 @@ from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
 from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
-from memtrace_otel.attribution.survival import Fate, keeps, statement_fate, statement_loss, wrote_about
+from memtrace_otel.attribution.survival import (
+    Fate,
+    keeps,
+    salient,
+    statement_fate,
+    statement_loss,
+    wrote_about,
+)
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -405,6 +412,10 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict 
     and the question's retrieval of that store passed on none of it.
     """
     index = case.index
+    if not salient(fate.info) <= fate.statement:
+        # It lost a name, number or month of the gold its message said: no paraphrase says those in
+        # other words, so the statement lost the answer (the extraction's own fault).
+        return None
     contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
     held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
     if held is not None:

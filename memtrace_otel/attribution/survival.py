@@ -24,7 +24,7 @@ from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize
 
-__all__ = ["Fate", "keeps", "statement_fate", "statement_loss", "wrote_about"]
+__all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
 
 _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
@@ -37,6 +37,7 @@ _MIN_WORDS = 3
 _ABOUT_GOLD_SHARE = 0.5
 _ABOUT_QUESTION_SHARE = 0.5
 _ABOUT_SENTENCE_SHARE = 0.3
+_WORD_WEIGHT = 1.0  # a plain gold word's weight in :class:`.Information`; names and numbers weigh more
 
 
 @dataclass(slots=True)
@@ -131,6 +132,12 @@ def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Inf
         return False
     total = math.fsum(index.idf(t) for t in statement)
     return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
+
+
+def salient(info: Information) -> frozenset[str]:
+    """The gold's names, numbers and months the evidence said: the tokens
+    :func:`.presence.critical_information` weighs above a plain word's 1."""
+    return frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
 
 
 def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
