@@ -253,3 +253,289 @@ def test_a_detector_that_left_the_message_in_the_buffer_is_not_the_one_that_lost
     assert message.content == MESSAGE
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["second cut"], ErrorType.EXTRACTION)
+
+
+# -- what the extractor wrote, followed into memory (mem0 1.x: one decision per fact) ------------------
+
+UPDATE, DELETE, SEARCH = "update_memory", "delete_memory", "search_memory"
+COUNCIL = "What did Caroline see at the council meeting for adoption?"
+COUNCIL_SAID = ("[15 July 2023] Caroline: Last Friday I went to a council meeting for adoption. It was "
+                "inspiring and emotional - so many people wanted to create loving homes for children "
+                "in need.")
+# Abstractive: no extracted fact says it.
+COUNCIL_GOLD = "many people wanting to create loving homes for children in need"
+
+
+def _council_history(provider: TracerProvider, *, fact: str, later: str | None) -> dict[str, str]:
+    """Caroline's council turn extracted as a third-person fact and added as a unit; then ``later``:
+    another add's decision overwrites that unit (``"update"``), deletes it (``"delete"``) or merges
+    into it keeping the fact (``"merge"``); then a search that returns the unit, a wrong answer."""
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+
+    def remember(label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    with mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        remember("extract", op)
+        message = op.read("msg:D8:9", content=COUNCIL_SAID, kind=VariableKind.MESSAGE)
+        facts = op.write("facts:D8:9", fact, kind=VariableKind.FACTS)
+        op.step("extract", [message], [facts])
+    with mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+        op.read(facts)
+        unit = op.write("mem0:a1", fact, kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        op.read("msg:D9:1", content="[15 October 2023] Caroline: I passed the adoption agency interviews!",
+                kind=VariableKind.MESSAGE)
+        other = op.write("facts:D9:1", "Caroline passed the adoption agency interviews (15 October 2023).",
+                         kind=VariableKind.FACTS)
+    if later == "update":
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            unit = op.update(unit, str(other.content))
+    elif later == "merge":
+        with mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            unit = op.update(unit, f"{fact}; {other.content}")
+    elif later == "delete":
+        with mt.operation("mem0.delete", Category.DELETION, gen_ai_operation=DELETE, store_id="s") as op:
+            remember("later", op)
+            op.read(other)
+            op.delete(unit)
+    with mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation=SEARCH, store_id="s") as op:
+        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        if later != "delete":
+            op.read(unit)
+        context = op.write("context:q1", str(unit.content) if later != "delete" else "",
+                           kind=VariableKind.CONTEXT)
+    with mt.operation("app.answer", Category.GENERATION) as op:
+        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        op.read(context)
+        answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
+    with mt.operation("app.judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=COUNCIL, prediction="I don't know", gold=COUNCIL_GOLD,
+                             evidence=["D8:9"], answer=answer, case_id="q1")
+    return ops
+
+
+COUNCIL_FACT = ("Caroline attended a council meeting for adoption last Friday and found it inspiring and "
+                "emotional (the friday before 15 July 2023).")
+
+
+def test_a_later_overwrite_of_what_the_extractor_wrote_is_the_update_error(tracer_provider, span_exporter):
+    """No unit says the abstractive gold in its words, so presence alone blames the extraction; but its
+    statement about the meeting was stored, and a later update overwrote the unit with another fact:
+    a repaired extraction would have been overwritten the same way. The update is the decisive fault."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="update")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.UPDATE)
+
+
+def test_a_later_deletion_of_what_the_extractor_wrote_is_the_deletion_error(tracer_provider, span_exporter):
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="delete")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.DELETION)
+
+
+def test_a_merge_that_kept_what_the_extractor_wrote_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter):
+    """The update merged the new fact into the unit and kept the statement: nothing removed it."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="merge")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+def test_a_statement_about_another_speaker_is_the_extractions_own_fault(tracer_provider, span_exporter):
+    """The extractor swapped the speaker (Melanie for Caroline): what it stored never answered the
+    question about Caroline, whatever later removed it."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT.replace("Caroline", "Melanie"), later="update")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+class _Mem0:
+    """mem0 1.x's write path, by hand: one extraction per message, one unit per fact, later decisions that
+    overwrite or delete a unit; then one question (a search returning some units, an answer, a judge)."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.mt = MemoryTracer(provider, capture_content=True)
+        self.ops: dict[str, str] = {}
+        self.units: dict[str, Variable] = {}
+
+    def remember(self, label: str, op: object) -> None:
+        context = op.span_context  # type: ignore[attr-defined]
+        self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+
+    def add(self, dia_id: str, said: str, fact: str | None) -> None:
+        with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+            self.remember(f"extract {dia_id}", op)
+            message = op.read(f"msg:{dia_id}", content=said, kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{dia_id}", fact or "", kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        if fact:
+            with self.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
+                                   store_id="s") as op:
+                op.read(facts)
+                self.units[dia_id] = op.write(f"mem0:{dia_id}", fact, kind=VariableKind.MEMORY_UNIT)
+
+    def overwrite(self, dia_id: str, text: str) -> None:
+        with self.mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE, store_id="s") as op:
+            self.remember(f"update {dia_id}", op)
+            self.units[dia_id] = op.update(self.units[dia_id], text)
+
+    def delete(self, dia_id: str) -> None:
+        with self.mt.operation("mem0.delete", Category.DELETION, gen_ai_operation=DELETE, store_id="s") as op:
+            self.remember(f"delete {dia_id}", op)
+            op.delete(self.units.pop(dia_id))
+
+    def ask(self, question: str, gold: str, evidence: list[str], returned: list[str]) -> None:
+        with self.mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
+                               store_id="s") as op:
+            self.remember("search", op)
+            op.read("query:q1", content=question, kind=VariableKind.QUERY)
+            found = [op.read(self.units[r]) for r in returned]
+            context = op.write("context:q1", "\n".join(str(u.content) for u in found),
+                               kind=VariableKind.CONTEXT)
+        with self.mt.operation("app.answer", Category.GENERATION) as op:
+            self.remember("answer", op)
+            op.read("query:q1", content=question, kind=VariableKind.QUERY)
+            op.read(context)
+            answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
+        with self.mt.operation("app.judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, question=question, prediction="I don't know", gold=gold,
+                                 evidence=evidence, answer=answer, case_id="q1")
+
+
+def test_the_loss_of_what_the_evidence_extraction_wrote_comes_before_a_unit_from_elsewhere(
+        tracer_provider, span_exporter):
+    """The council fact was overwritten; a unit of another message with the gold's words (a reply
+    quoting part of it) was deleted later. The evidence's own lineage is what the answer needed:
+    its overwrite is the fault, not the deletion of a unit from elsewhere."""
+    system = _Mem0(tracer_provider)
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D8:10", "[15 July 2023] Melanie: So many people want to create loving homes for children "
+               "in need, Caroline!",
+               "Caroline saw many people wanting to create loving homes for children in need (15 July 2023).")
+    system.overwrite("D8:9", "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.delete("D8:10")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:9"], ["D8:9"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["update D8:9"], ErrorType.UPDATE)
+
+
+APTITUDE = "What test has John taken multiple times?"
+
+
+def test_an_extraction_that_dropped_its_part_while_a_unit_held_the_whole_gold_is_not_decisive(
+        tracer_provider, span_exporter):
+    """Two evidence messages: the first's fact says the whole gold; the second's extraction wrote
+    nothing. While the first unit was stored, the answer was in memory: the later deletion of that
+    unit lost it, not the earlier extraction that dropped the second message's part."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:11", "[1 January 2023] John: Especially after I failed the military aptitude test "
+               "recently, I've been feeling a bit stressed out.",
+               "John recently failed the military aptitude test and has been feeling stressed out "
+               "(1 January 2023).")
+    system.add("D8:18", "[6 March 2023] John: Last week I retook the aptitude test with some great results, "
+               "and I feel drawn to serving my country in this way.", None)
+    system.add("D9:1", "[2 April 2023] John: I went camping with my dog Max.",
+               "John went camping with his dog Max (2 April 2023).")
+    system.delete("D3:11")
+    system.ask(APTITUDE, "The military aptitude test", ["D8:18", "D3:11"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["delete D3:11"], ErrorType.DELETION)
+
+
+def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
+        tracer_provider, span_exporter):
+    """No unit says the abstractive gold in its words, but the council fact the extraction wrote was
+    still stored, unchanged, when the question was asked, and the search returned another memory:
+    the information was in memory and the search missed it."""
+    system = _Mem0(tracer_provider)
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D9:1", "[15 October 2023] Caroline: I passed the adoption agency interviews!",
+               "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:9"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_an_answer_from_a_context_holding_the_extracted_statement_with_the_whole_gold_is_the_response_error(
+        tracer_provider, span_exporter):
+    """The extraction's statement says the gold ("sunset") in other words than the message's sentence
+    stating it; it was stored, the search returned it, the reader answered wrong: ResponseError."""
+    system = _Mem0(tracer_provider)
+    system.add("D28:22", "[9 November 2022] Joanna: I took that pic on a hike last summer near Fort Wayne. "
+               "The sunset and the surrounding beauty were just incredible.",
+               "Joanna took a beautiful sunset picture on a hike near Fort Wayne last summer "
+               "(9 November 2022).")
+    system.add("D28:23", "[9 November 2022] Joanna: My cat Luna slept all day.",
+               "Joanna's cat Luna slept all day (9 November 2022).")
+    for n, place in enumerate(("the lake", "the beach", "the park", "my window", "the hills")):
+        # A common gold word: the sentence stating it, not the word alone, would identify the fact.
+        system.add(f"D29:{n}", f"[10 November 2022] Nate: I watched the sunset at {place} with my turtles.",
+                   f"Nate watched the sunset at {place} with his turtles (10 November 2022).")
+    system.ask("What did Joanna take a picture of near Fort Wayne last summer?", "Sunset", ["D28:22"],
+               ["D28:23", "D28:22"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE)
+
+
+def test_a_message_passed_on_word_for_word_is_not_a_statement_the_extractor_wrote(
+        tracer_provider, span_exporter):
+    """A boundary detector cut a memcell holding the earlier messages as said (one of them about the
+    question, not saying the answer) and dropped the evidence's. That memcell staying in memory says
+    nothing about what the extractor wrote: the drop stays an ExtractionError, not a search's miss."""
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    asked = "What programming languages has James worked with?"
+    earlier = "[17 March 2022] John: Which programming languages have you worked with, James?"
+    with mt.operation("evermemos.boundary_detection", Category.EXTRACTION) as op:
+        context = op.span_context
+        detector = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+        op.read("msg:D1:7", content=earlier, kind=VariableKind.MESSAGE)
+        op.read("msg:D1:8", content="[17 March 2022] James: I have worked with Python and C++ so far.",
+                kind=VariableKind.MESSAGE)
+        cell = op.write("memcell:1", earlier, kind=VariableKind.OTHER)
+    with mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
+        op.read(cell)
+        unit = op.write("memory-unit-1", earlier, kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=asked, kind=VariableKind.QUERY)
+        op.read("memory-unit-0", content="James likes dogs.", kind=VariableKind.MEMORY_UNIT)
+        retrieved = op.write("context:q1", "James likes dogs.", kind=VariableKind.CONTEXT)
+    with mt.operation("question-answering", Category.EVALUATION) as op:
+        op.read("query:q1", content=asked, kind=VariableKind.QUERY)
+        op.read(retrieved)
+        answer = op.write("prediction:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("llm-judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=asked, prediction="I don't know.", gold="Python and C++",
+                             evidence=["D1:8"], answer=answer, case_id="q1")
+    assert unit.content == earlier
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (detector, ErrorType.EXTRACTION)
+
+
+def test_an_extraction_that_wrote_only_about_other_things_yields_to_a_search_that_missed_the_fact(
+        tracer_provider, span_exporter):
+    """Two evidence messages: the earlier one's extraction wrote a fact about something else (the
+    evidence id names a turn beside the one saying the answer); the later one's fact was stored and
+    the search missed it. The earlier extraction did not drop this fact: the search is to blame."""
+    system = _Mem0(tracer_provider)
+    for n, thing in enumerate(("pottery", "her garden", "a new book", "the rain", "her guitar", "lunch")):
+        # The rest of the session, dated like every fact of that day.
+        system.add(f"D8:{n}", f"[15 July 2023] Caroline: Let me tell you about {thing}.",
+                   f"Caroline talked about {thing} (15 July 2023).")
+    system.add("D8:8", "[15 July 2023] Caroline: So many people came! My dog Max loved the beach.",
+               "Caroline's dog Max loved the beach (15 July 2023).")
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D9:1", "[15 October 2023] Caroline: I passed the adoption agency interviews!",
+               "Caroline passed the adoption agency interviews (15 October 2023).")
+    system.ask(COUNCIL, COUNCIL_GOLD, ["D8:8", "D8:9"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)

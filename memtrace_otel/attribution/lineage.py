@@ -40,10 +40,21 @@ off the graph without a model:
    UpdateError, a tombstone or a ``DELETED`` marker a DeletionError (a
    window trim's tombstone, an update-role op's, stays an UpdateError), no
    unit with it an ExtractionError; the category only decides what the
-   effect leaves open.
+   effect leaves open. Before blaming an extraction, the statement it wrote
+   about the fact is followed into memory (:mod:`.survival`, by its words,
+   not by the presence test): if a later write removed every copy of it
+   before the question, that write is the decisive fault (a repaired
+   extraction would have met it too), and such a loss on the evidence's own
+   lineage comes before the loss of a unit from elsewhere; if a unit still
+   held it when the question was asked and the answer's context does not,
+   the question's search of that unit's store missed it (RetrievalError).
 
 When several evidence messages each point at a different operation, the
-earliest in execution order wins (MemTrace's rule); operations of the same
+earliest in execution order wins (MemTrace's rule), unless it is an extraction
+that dropped its message's part while a unit stating the whole gold was stored
+(another verdict's later write removed it: that write was decisive), or one
+whose statements are all about other things (an evidence id may name a turn
+beside the one that says the answer); operations of the same
 moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
 over the graph's other evaluations (:mod:`.spectrum`).
 Without captured content the same walk runs on lineage alone (a variable
@@ -70,9 +81,17 @@ from memtrace_otel.attribution.base import (
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
-from memtrace_otel.attribution.presence import critical_information
+from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
+from memtrace_otel.attribution.survival import (
+    Fate,
+    keeps,
+    salient,
+    statement_fate,
+    statement_loss,
+    wrote_about,
+)
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 
@@ -83,6 +102,7 @@ _EXTRACTION_ROLES: dict[str, int] = {Category.EXTRACTION: 0, Category.INGEST: 1}
 _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL})
 _READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
+_LOSS_TYPES = frozenset({ErrorType.UPDATE, ErrorType.DELETION})
 
 
 @dataclass(slots=True)
@@ -99,9 +119,12 @@ class Verdict:
     asked: bool = False
     """The evidence sentence is a question and the verdict an extraction that stored nothing of it: a
     question states no fact for an extractor to keep (the answer to it is the next message's)."""
+    elsewhere: bool = False
+    """The verdict is an extraction whose statements are all about other things: its message (an
+    evidence id names a turn near the one saying the answer) may not have stated the fact."""
 
 
-def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
+def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carriers(case, carries, carries.lineage_stored())
@@ -109,6 +132,7 @@ def _read_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         not alive
         and not _losses(case, carries, carries.lineage_stored())
         and not _unexcused_drops(case, carries)
+        and _own_statement_loss(case, carries, asked) is None
     ):
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
         # only when nothing on the evidence's own lineage was lost or dropped before: the
@@ -332,13 +356,18 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
     return ErrorType.EXTRACTION, "wrote nothing that holds the information"
 
 
-def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
+def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
+                stated: Information | None = None) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
     stored one."""
     index = case.index
-    losses = _losses(case, carries, carries.lineage_stored()) or _losses(
-        case, carries, carries.stored()
-    )
+    losses = _losses(case, carries, carries.lineage_stored())
+    if not losses and (own := _own_statement_loss(case, carries, asked)) is not None:
+        # Nothing the presence test sees on the evidence's lineage was lost, but what its extraction
+        # wrote about the fact was: that loss is on the evidence's own lineage, a unit from elsewhere
+        # is not (the same preference as for carriers).
+        return _statement_verdict(index, own)
+    losses = losses or _losses(case, carries, carries.stored())
     if losses:
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
@@ -362,10 +391,75 @@ def _write_side(case: LineageCase, carries: Carrying) -> Verdict | None:
         return None
     read = _last_carrier_read(index, candidates[0], carries)
     kind, effect = _drop_type(case, candidates[0], carries)
+    fate = statement_fate(case, carries, candidates[0], asked=asked) if kind is ErrorType.EXTRACTION else None
+    if fate is not None and fate.loss is not None:
+        # What the extraction wrote about the fact reached memory and a later write removed it:
+        # that write, not the extraction, decided that no unit held it at the question.
+        verdict = _statement_verdict(index, (candidates[0], *fate.loss))
+        verdict.alternatives = candidates
+        return verdict
+    if fate is not None and (missed := _missed(case, fate, stated)) is not None:
+        missed.alternatives = candidates
+        return missed
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
+
+
+def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict | None:
+    """The question's search that did not return a unit still stating what the evidence's extraction
+    wrote about the fact (alive in its store when the question was asked), if the answer's context
+    holds no such statement; ``None`` when the context holds it or no search of its store is known.
+
+    The extraction stored its statement and nothing removed it: the information was in memory,
+    and the question's retrieval of that store passed on none of it.
+    """
+    index = case.index
+    if not salient(fate.info) <= fate.statement:
+        # It lost a name, number or month of the gold its message said: no paraphrase says those in
+        # other words, so the statement lost the answer (the extraction's own fault).
+        return None
+    contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
+    held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
+    if held is not None:
+        if gold is not None and gold.gold and gold.gold.keys() | gold.exact <= fate.statement:
+            # The statement says every word of the gold and the reader had it: a wrong answer from a
+            # context that held the answer.
+            return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
+                           "wrote about the fact, the whole gold with it", held, confidence=0.7)
+        return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
+    retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
+                         and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
+                         and not index.is_step(op)), key=index.order)
+    for unit in fate.alive:
+        search = next((op for op in retrievals if _same_store(index, op, unit, retrievals)), None)
+        if search is not None:
+            return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
+                           "the fact, but the retrieved context does not", unit, confidence=0.7)
+    return None
+
+
+def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]
+                        ) -> tuple[str, str, str, str] | None:
+    """``(extraction, remover, before, after)``: the last removal, before the question, of what an extraction
+    of the evidence wrote about the fact (:func:`.survival.statement_loss`); ``None`` if none was removed."""
+    index = case.index
+    if carries.structural:
+        return None
+    found = [(op, *loss) for op in index.readers(carries.evidence)
+             if index.category(op) in _EXTRACTION_ROLES and index.order(op) < case.query_time
+             and not index.is_step(op)
+             and (loss := statement_loss(case, carries, op, asked=asked)) is not None]
+    return max(found, key=lambda item: (index.order(item[1]), item[1])) if found else None
+
+
+def _statement_verdict(index: GraphIndex, loss: tuple[str, str, str, str]) -> Verdict:
+    extraction, op, before, after = loss
+    verb = "deleted" if index.data(after).get("deleted") or index.is_deletion_marker(after) else "overwrote"
+    why = (f"it {verb} {before}, the last memory unit holding what {index.data(extraction).get('name')} "
+           "wrote about the fact")
+    return Verdict(op, _loss_type(index, op, after), why, before)
 
 
 def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
@@ -388,11 +482,16 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     structural = case.structural or not info
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
-    verdict = _read_side(case, carries) or _write_side(case, carries)
+    asked = tokenize(failure.question)
+    verdict = _read_side(case, carries, asked) or _write_side(
+        case, carries, asked, critical_information(failure.gold, failure.question) if failure.gold else None)
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
+    verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
+                         and index.category(verdict.operation) in _EXTRACTION_ROLES
+                         and wrote_about(case, carries, verdict.operation, asked=asked) is False)
     if structural:
         verdict.confidence = 0.35
     elif info.source != "gold":
@@ -409,7 +508,7 @@ def _is_question(sentence: str) -> bool:
     return sentence.rstrip().rstrip("\"')]").endswith("?")
 
 
-def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
+def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None = None) -> Verdict | None:
     """One verdict of the per-evidence ones: grounded, non-response, earliest, suspicious first.
 
     Each evidence message's verdict names an operation that lost part of
@@ -422,6 +521,9 @@ def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
     pool = [v for v in pool if not v.asked] or pool
+    pool = [v for v in pool if not v.elsewhere] or pool
+    if gold is not None:
+        pool = [v for v in pool if not _held_meanwhile(case.index, v, pool, gold)] or pool
     operations = list(dict.fromkeys(v.operation for v in pool))
     if len(operations) == 1:
         return pool[0]
@@ -429,6 +531,26 @@ def _choose(case: LineageCase, verdicts: list[Verdict]) -> Verdict | None:
     best.confidence *= 0.8
     best.alternatives = [op for op in operations if op != best.operation]
     return best
+
+
+def _held_meanwhile(index: GraphIndex, verdict: Verdict, pool: list[Verdict], gold: Information) -> bool:
+    """Whether ``verdict`` blames an extraction that stored nothing of its message's fact while a unit
+    stating the whole gold, which another verdict's later write removed, was in memory.
+
+    With several evidence messages, the earliest faulty operation wins only if it was decisive:
+    while a unit saying the whole answer was stored, an extraction that dropped one message's
+    part of it did not lose the answer; the write that later removed that unit did.
+    """
+    if verdict.error_type is not ErrorType.EXTRACTION or not gold.gold:
+        return False
+    dropped = index.order(verdict.operation)
+    for other in pool:
+        unit = other.carrier
+        if (other.error_type in _LOSS_TYPES and unit is not None and index.is_stored(unit)
+                and index.produced_at(unit) < dropped < index.order(other.operation)
+                and gold.gold.keys() <= index.tokens(unit) and gold.exact <= index.tokens(unit)):
+            return True
+    return False
 
 
 def _earliest(index: GraphIndex, pool: list[Verdict]) -> Verdict:
@@ -554,7 +676,8 @@ class LineageEngine(Engine):
         evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
         suspects = structural_suspects(case, evidence)
         verdicts = [v for e in evidence if (v := _trace(case, failure, e)) is not None]
-        verdict = _from_suspects(suspects) if case.structural and suspects else _choose(case, verdicts)
+        verdict = _from_suspects(suspects) if case.structural and suspects else _choose(
+            case, verdicts, critical_information(failure.gold, failure.question) if failure.gold else None)
         guessed = verdict is None
         if verdict is None:
             verdict = _fallback(case)

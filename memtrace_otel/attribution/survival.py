@@ -1,0 +1,187 @@
+"""Did the statement an extractor wrote from the evidence survive until the question?
+
+The lineage engine blames an extraction when no memory unit it can see carries
+the answer's information. Carrying is judged by words, and an extractor's
+third-person paraphrase can hold the fact in words the test does not accept
+(an abstractive gold, a date the message said as "yesterday"). What the
+extractor wrote from the evidence is a plainer thing to follow: its statement
+about the fact is stored as a unit (or merged into one), and a later write may
+rewrite that unit without it (an update that overwrote a merely similar memory,
+a lossy merge) or delete it. When every copy of the statement was removed
+before the question was asked, the extraction is not the decisive fault: a
+repaired extraction's statement would have met the same later write. The
+remover is (:func:`statement_loss`). When a unit still held the statement
+as the question was asked, the information was in memory
+(:attr:`Fate.alive`): the search that did not return it is the one to look at.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memtrace_otel.attribution.carrying import Carrying, LineageCase
+from memtrace_otel.attribution.graph_index import GraphIndex
+from memtrace_otel.attribution.presence import Information, tokenize
+
+__all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
+
+_KEPT_SHARE = 0.8
+"""Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
+whole sentences, a lossy merge or an overwrite keeps half at most."""
+_MIN_WORDS = 3
+"""A statement of fewer content words (a bare date, a name) is not followed: too many units hold it."""
+# A statement is about the fact when it holds half the gold or half the question's (IDF-weighted) words,
+# or is related to the sentence stating it (:meth:`.Information.related`; 0.3 of its own words, header
+# aside, to tell whether an extraction wrote about the fact at all).
+_ABOUT_GOLD_SHARE = 0.5
+_ABOUT_QUESTION_SHARE = 0.5
+_ABOUT_SENTENCE_SHARE = 0.3
+_WORD_WEIGHT = 1.0  # a plain gold word's weight in :class:`.Information`; names and numbers weigh more
+
+
+@dataclass(slots=True)
+class Fate:
+    """What became of the statement an extraction wrote about the fact (:func:`statement_fate`)."""
+
+    statement: frozenset[str]
+    """Its tokens."""
+    alive: list[str]
+    """Units current when the question is asked that still hold it."""
+    loss: tuple[str, str, str] | None
+    """``(remover, before, after)`` of the copy removed last, when none is alive."""
+    info: Information
+    """The information it was followed for."""
+
+
+def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                   ) -> Fate | None:
+    """Where the statement ``op`` wrote about the evidence's fact went: the units holding it when the
+    question is asked, or the write that removed the last copy before; ``None`` when ``op`` wrote no
+    statement about the fact that keeps the answer's exact tokens, or it never reached memory.
+
+    The statement followed is the one of ``op``'s written, non-memory outputs (its extracted
+    facts) most about the fact (:func:`_aboutness`), keeping the answer's exact tokens (a
+    statement with a number changed or another speaker's name is the extraction's own fault); a
+    unit holds it when it keeps most of its words and every word of the gold it held.
+    The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
+    deletion marker) of the unit whose version ``before`` held it.
+    """
+    index = case.index
+    info = carries.info
+    question = _weights(index, asked)
+    # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
+    # it was cut from), not a statement the extractor wrote.
+    scored = [(_aboutness(info, question, tokens), position, tokens)
+              for position, tokens in enumerate(tokens for v in index.written(op) if not index.is_stored(v)
+                                                for text, tokens in index.pieces(v)
+                                                if not index.quoted_message(text))
+              if len(tokens) >= _MIN_WORDS]
+    about = [item for item in scored if item[0] > 0]
+    if not about:
+        return None
+    _, _, statement = max(about, key=lambda item: (item[0], -item[1]))
+    if not info.exact <= statement:
+        return None
+    after_op, before_question = index.order(op), case.query_time
+    kept = sorted(
+        (v for v in carries.descendants
+         if index.is_stored(v) and after_op < index.produced_at(v) < before_question
+         and not index.data(v).get("deleted") and keeps(index, v, statement, info)),
+        key=lambda v: (index.produced_at(v), v))
+    if not kept:
+        return None
+    alive, losses = [], []
+    for name in dict.fromkeys(index.data(v)["name"] for v in kept):
+        removed = _removal(case, name, set(kept))
+        if removed is None:
+            alive.append(str(index.state_at(name, before_question)))
+        else:
+            losses.append(removed)
+    loss = None if alive else max(losses, key=lambda item: (index.order(item[0]), item[0]))
+    return Fate(statement, alive, loss, info)
+
+
+def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                ) -> bool | None:
+    """Whether ``op`` wrote a statement about the evidence's fact (:func:`_aboutness`); ``None`` when it
+    wrote no statement at all (messages it passed on word for word aside)."""
+    index, info = case.index, carries.info
+    question, said = _weights(index, asked), _weights(index, tokenize(info.text))
+    statements = [tokens for v in index.written(op) if not index.is_stored(v)
+                  for text, tokens in index.pieces(v)
+                  if not index.quoted_message(text) and len(tokens) >= _MIN_WORDS]
+    if not statements:
+        return None
+    return any(_aboutness(info, question, tokens, said) > 0 for tokens in statements)
+
+
+def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
+                   ) -> tuple[str, str, str] | None:
+    """``(remover, before, after)`` when what ``op`` wrote about the evidence's fact reached memory and a
+    later write removed every copy before the question (:func:`statement_fate`); else ``None``."""
+    fate = statement_fate(case, carries, op, asked=asked)
+    return fate.loss if fate is not None else None
+
+
+def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Information) -> bool:
+    """Whether ``variable`` still states ``statement``: most of its words (IDF-weighted) and every word of
+    the gold it held."""
+    tokens = index.tokens(variable)
+    if not (statement & info.gold.keys()) <= tokens:
+        return False
+    total = math.fsum(index.idf(t) for t in statement)
+    return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
+
+
+def salient(info: Information) -> frozenset[str]:
+    """The gold's names, numbers and months the evidence said: the tokens
+    :func:`.presence.critical_information` weighs above a plain word's 1."""
+    return frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+
+
+def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
+    return {t: index.idf(t) for t in tokens}
+
+
+def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
+    total = math.fsum(weights.values())
+    return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
+
+
+def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str],
+               said: dict[str, float] | None = None) -> float:
+    """How much a statement is about the fact: its shares of the gold, of the sentence stating it and
+    of the question's words (what a reader finds the fact by), IDF-weighted and summed; 0 when none
+    reaches its bar (half the gold or the question, :meth:`.Information.related` for the sentence).
+
+    ``said`` weighs the sentence's own words instead, without the message's header (whose date and
+    speaker every fact of the session has): to tell whether a statement is about the fact at all.
+    """
+    gold, question = _share(info.gold, tokens), _share(asked, tokens)
+    if said is None:
+        sentence, near = _share(info.sentence, tokens), info.related(tokens)
+    else:
+        sentence = _share(said, tokens)
+        near = sentence >= _ABOUT_SENTENCE_SHARE
+    if gold >= _ABOUT_GOLD_SHARE or near or question >= _ABOUT_QUESTION_SHARE:
+        return gold + sentence + question
+    return 0.0
+
+
+def _removal(case: LineageCase, name: str, holding: set[str]) -> tuple[str, str, str] | None:
+    """The write that removed the statement from unit ``name`` (last held in a version of ``holding``)
+    before the question, or ``None`` if the version current at the question still holds it."""
+    index = case.index
+    versions = [v for v in index.versions(name) if index.produced_at(v) < case.query_time]
+    last = max(i for i, v in enumerate(versions) if v in holding)
+    before = versions[last]
+    if last + 1 < len(versions):
+        after = versions[last + 1]
+        producer = index.producer(after)
+        return (producer, before, after) if producer is not None else None
+    written = index.produced_at(before)
+    for order, op, marker in index.marker_deletes(name):
+        if written < order < case.query_time:
+            return op, before, marker
+    return None
