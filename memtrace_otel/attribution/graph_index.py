@@ -34,7 +34,7 @@ from memtrace_otel.graph.index import lookup, operation_nodes, position, variabl
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
-from memtrace_otel.text import readable, sentences
+from memtrace_otel.text import readable, said_day, said_on, sentences
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 
@@ -54,6 +54,7 @@ _SPECIFIC_MESSAGES = 3
 _ORIGIN_STEPS = 4
 _NOT_ORIGIN = frozenset({VariableKind.PROMPT, VariableKind.QUERY, VariableKind.CONTEXT, VariableKind.ANSWER})
 _STORE_SEARCH_STEPS = 3
+_WRITE_ROLES = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE})
 Postings = dict[str, set[str]]
 
 _KEY = "memtrace_otel.attribution.graph_index"
@@ -102,6 +103,7 @@ class GraphIndex:
         self._message_sentences: dict[str, frozenset[str]] | None = None
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
         self._origins: dict[str, list[str]] = {}
+        self._said_days: dict[str, str | None] = {}
 
     @property
     def has_content(self) -> bool:
@@ -130,7 +132,36 @@ class GraphIndex:
         field, dated in words, relative times resolved unless ``resolve=False``); ``None`` without
         content. Searching for evidence reads it unresolved (the resolved date is the header's)."""
         content = self.G.nodes[variable].get("content")
-        return readable(content, resolve=resolve) if isinstance(content, str) else content
+        if not isinstance(content, str):
+            return content
+        said = readable(content, resolve=resolve)
+        if resolve and said_day(said) is None:
+            day = self.said_day(variable)
+            if day is not None:
+                return said_on(said, day)
+        return said
+
+    def said_day(self, variable: str) -> str | None:
+        """The day the messages a written variable came from were said, when it has no date of its own.
+
+        An extractor's facts, an update's decision, a memory written without a
+        timestamp speak of the time of the message they were written from
+        ("started last week", written from a message of 8 May): read dated by
+        it, they state what the same fact stored with a timestamp states. Only
+        a variable written on the write side (not a query, a context or an
+        answer) from messages all said on one day has one.
+        """
+        if variable in self._said_days:
+            return self._said_days[variable]
+        day = None
+        producer = self.producer(variable)
+        if (producer is not None and self.category(producer) in _WRITE_ROLES
+                and self.G.nodes[variable].get("kind") not in _NOT_ORIGIN):
+            days = {said_day(readable(str(self.G.nodes[m].get("content") or ""), resolve=False))
+                    for m in self.origin_messages(variable)}
+            day = days.pop() if len(days) == 1 else None
+        self._said_days[variable] = day
+        return day
 
     def tokens(self, variable: str) -> frozenset[str]:
         found = self._tokens.get(variable)
