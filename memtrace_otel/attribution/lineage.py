@@ -341,11 +341,16 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
     update, or a lossy merge into an older memory): UpdateError; it deleted
     one: DeletionError; else it wrote no unit with it: ExtractionError (an
     append that left a window as it was, what it held about the fact included).
+    An op that read the evidence message itself and merged it lossily into a
+    unit was the first to put the message into memory (a long-context window
+    folding in each message, whatever its category): what it failed at is
+    extraction.
     """
     index = case.index
     written = index.written(op)
+    raw = carries.evidence in index.inputs(op)
     for variable in written:
-        if index.is_stored(variable) and not index.data(variable).get("deleted"):
+        if not raw and index.is_stored(variable) and not index.data(variable).get("deleted"):
             versions = index.versions(index.data(variable)["name"])
             position = versions.index(variable) if variable in versions else 0
             if position and carries.about(variable, besides=versions[position - 1]):
