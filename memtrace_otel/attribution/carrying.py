@@ -107,6 +107,8 @@ class Carrying:
             return False
         if self.structural or index.content(variable) is None:
             return variable == self.evidence or variable in self.descendants
+        if variable != self.evidence and not self._holds_evidence_record(variable):
+            return False
         if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
             return True
         if self._answers(variable):
@@ -130,6 +132,13 @@ class Carrying:
             producer = index.producer(variable)
             return producer is not None and any(self(v) for v in index.inputs(producer))
         return False
+
+    def _holds_evidence_record(self, variable: str) -> bool:
+        """Whether ``variable``, if it holds messages as records (a buffer, a memcell), holds the
+        evidence's: a container of raw messages that left it out does not carry it, whatever a
+        summary or title of it quotes."""
+        held = self.case.index.held_messages(variable)
+        return held is None or self.case.index.message_text(self.evidence) in held
 
     def about(self, variable: str, *, besides: str | None = None) -> bool:
         """Whether ``variable`` states something about the same fact (much of the sentence stating it),

@@ -19,6 +19,7 @@ computes the same value twice); the index is read-only otherwise.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import defaultdict
@@ -54,10 +55,44 @@ _SPECIFIC_MESSAGES = 3
 _ORIGIN_STEPS = 4
 _NOT_ORIGIN = frozenset({VariableKind.PROMPT, VariableKind.QUERY, VariableKind.CONTEXT, VariableKind.ANSWER})
 _STORE_SEARCH_STEPS = 3
+_RECORD_TEXT_FIELDS = ("content", "memory", "text")
 _WRITE_ROLES = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE})
 Postings = dict[str, set[str]]
 
 _KEY = "memtrace_otel.attribution.graph_index"
+
+
+def _record_text_of(content: str) -> str | None:
+    """A JSON record's text field (``content``, ``memory`` ...), stripped; ``None`` if it is not one."""
+    try:
+        record = json.loads(content)
+    except ValueError:
+        return None
+    if isinstance(record, dict):
+        said = next((v for k in _RECORD_TEXT_FIELDS if isinstance(v := record.get(k), str)), None)
+        return said.strip() if said is not None else None
+    return None
+
+
+def _listed_record_texts(content: str) -> list[str]:
+    """Text fields of the records in the JSON lists of ``content``, at any depth."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return []
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            for element in item:
+                if isinstance(element, dict) and isinstance(said := element.get("content"), str):
+                    found.append(said.strip())
+                else:
+                    stack.append(element)
+        elif isinstance(item, dict):
+            stack.extend(v for v in item.values() if isinstance(v, (list, dict)))
+    return found
 
 
 def graph_index(G: nx.DiGraph) -> GraphIndex:
@@ -104,6 +139,8 @@ class GraphIndex:
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
         self._origins: dict[str, list[str]] = {}
         self._said_days: dict[str, str | None] = {}
+        self._held: dict[str, frozenset[str] | None] = {}
+        self._message_texts: dict[str, str] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -140,6 +177,39 @@ class GraphIndex:
             if day is not None:
                 return said_on(said, day)
         return said
+
+    def message_text(self, message: str) -> str | None:
+        """What a message variable says, as its record's text field (or its whole content)."""
+        content = self.G.nodes[message].get("content")
+        if not isinstance(content, str):
+            return None
+        said = _record_text_of(content)
+        return said if said is not None else content.strip()
+
+    def held_messages(self, variable: str) -> frozenset[str] | None:
+        """The texts of the messages ``variable`` holds as records (a buffer, a memcell, a window of
+        raw messages: JSON lists of records whose text is a message's, word for word); ``None`` when
+        it holds no message as a record.
+
+        A container of messages carries a message by holding its record: a topic
+        summary or title quoting part of a message it left out is not the message.
+        """
+        if variable in self._held:
+            return self._held[variable]
+        found: frozenset[str] | None = None
+        content = self.G.nodes[variable].get("content")
+        if isinstance(content, str) and content.lstrip()[:1] in "[{":
+            texts = _listed_record_texts(content)
+            if texts:
+                if self._message_texts is None:
+                    self._message_texts = {}
+                    for node, d in self.G.nodes(data=True):
+                        if d.get("kind") == VariableKind.MESSAGE and (said := self.message_text(node)):
+                            self._message_texts.setdefault(said, node)
+                held = frozenset(t for t in texts if t in self._message_texts)
+                found = held or None
+        self._held[variable] = found
+        return found
 
     def said_day(self, variable: str) -> str | None:
         """The day the messages a written variable came from were said, when it has no date of its own.
