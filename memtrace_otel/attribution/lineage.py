@@ -169,8 +169,8 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             continue
         # What a retrieval or rerank returned is all it wrote (graphs that link results by value
         # may hand the answerer another op's copy of them); other ops by what reaches the answer.
-        outputs = [v for v in index.written(op)
-                   if v in case.answer_slice or v == case.answer or index.category(op) in _READ_OPS]
+        outputs = _results(index, op) if index.category(op) in _READ_OPS else [
+            v for v in index.written(op) if v in case.answer_slice or v == case.answer]
         kept = next((v for v in outputs if carries(v)), None)
         if kept is not None:
             if index.data(kept).get("kind") not in _NOT_CONTEXT:  # a query says the question, not the fact
@@ -195,6 +195,20 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             case.answer,
         )
     return None
+
+
+def _results(index: GraphIndex, op: str) -> list[str]:
+    """What a retrieval or rerank returned: its effect (:meth:`GraphIndex.written`) less what it also read.
+
+    An agentic search writes the candidates it then checks itself (the list a
+    sufficiency check reads): a value an op both writes and reads (the same
+    content, whichever copy a graph linked by value gives it) is its working
+    state, not what it returned. An op that only passed on what it read
+    returned that.
+    """
+    written = index.written(op)
+    read = {index.data(v).get("hash") for v in index.inputs(op)} - {None}
+    return [v for v in written if index.data(v).get("hash") not in read] or written
 
 
 def _same_store(index: GraphIndex, retrieval: str, unit: str, siblings: list[str]) -> bool:
