@@ -107,6 +107,9 @@ class Carrying:
             return False
         if self.structural or index.content(variable) is None:
             return variable == self.evidence or variable in self.descendants
+        original = index.original(variable)
+        if original is not None:
+            return self(original)
         if variable != self.evidence and not self._holds_evidence_record(variable):
             return False
         if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):

@@ -211,6 +211,24 @@ class GraphIndex:
         self._held[variable] = found
         return found
 
+    def original(self, variable: str) -> str | None:
+        """The variable ``variable`` is a copy of (same name and version, same content), or ``None``.
+
+        A graph that links values by identity gives each later writer of one value
+        its own copy, ``name~k@version`` (:mod:`memtrace_otel.spans.smartcomment`):
+        a search that returns a stored memory writes a copy of it. The copy says
+        what the memory says, and carries what it carries.
+        """
+        d = self.G.nodes[variable]
+        name, version = str(d.get("name") or ""), d.get("version")
+        base, tilde, k = name.rpartition("~")
+        if not tilde or not k.isdigit() or version is None:
+            return None
+        original = f"{base}@{version}"
+        if original not in self.G or self.G.nodes[original].get("hash") != d.get("hash"):
+            return None
+        return original
+
     def said_day(self, variable: str) -> str | None:
         """The day the messages a written variable came from were said, when it has no date of its own.
 
