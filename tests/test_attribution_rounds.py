@@ -539,3 +539,169 @@ def test_an_extraction_that_wrote_only_about_other_things_yields_to_a_search_tha
     system.ask(COUNCIL, COUNCIL_GOLD, ["D8:8", "D8:9"], ["D9:1"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+# -- MemBase's systems: dates of extracted facts, raw messages folded into memory, containers of messages,
+# -- a search's working state, copies of returned memories --------------------------------------------
+
+
+class Tracked:
+    """A MemoryTracer whose operations are remembered by label, for the tests below."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.mt = MemoryTracer(provider, capture_content=True)
+        self.ops: dict[str, str] = {}
+
+    def op(self, label: str, name: str, category: str):  # type: ignore[no-untyped-def]
+        return _Remembered(self, label, self.mt.operation(name, category))
+
+    def answer(self, context: Variable, *, question: str, gold: str, evidence: str,
+               prediction: str = "I don't know.") -> None:
+        with self.op("answer", "question-answering", Category.EVALUATION) as op:
+            op.read("query:q1", content=question, kind=VariableKind.QUERY)
+            op.read(context)
+            answer = op.write("prediction:q1", prediction, kind=VariableKind.ANSWER)
+        with self.mt.operation("llm-judge", Category.EVALUATION) as op:
+            op.read(answer)
+            op.record_evaluation(False, question=question, prediction=prediction, gold=gold,
+                                 evidence=[evidence], answer=answer, case_id="q1")
+
+
+class _Remembered:
+    def __init__(self, tracked: Tracked, label: str, manager: object) -> None:
+        self.tracked, self.label, self.manager = tracked, label, manager
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        op = self.manager.__enter__()  # type: ignore[attr-defined]
+        context = op.span_context
+        self.tracked.ops[self.label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
+        return op
+
+    def __exit__(self, *exc: object) -> None:
+        self.manager.__exit__(*exc)  # type: ignore[attr-defined]
+
+
+def record(text: str, when: str = "2023-10-08T15:09:00") -> str:
+    return json.dumps({"content": text, "timestamp": when})
+
+
+LIFTING = "Evan: I started lifting weights one year ago and it's been a journey."
+LIFTING_Q = "When did Evan start lifting weights?"
+
+
+def test_facts_extracted_without_a_date_speak_of_the_day_their_message_was_said(
+        tracer_provider, span_exporter):
+    """Mem0's extractor writes "one year ago" in a fact that has no timestamp; the memory written from it
+    has one. The fact read dated by its message's day says 2022 as the memory does: the extraction kept
+    the information, and the search that did not return the memory lost it."""
+    t = Tracked(tracer_provider)
+    with t.op("extract", "memory_system.extract_facts", Category.EXTRACTION) as op:
+        op.read("msg:D12:2", content=record(LIFTING), kind=VariableKind.MESSAGE)
+        facts = op.write("extracted_facts", "['Evan started lifting weights one year ago.']",
+                         kind=VariableKind.FACTS)
+    with t.op("decide", "memory_system.update_memory_decision", Category.UPDATE) as op:
+        op.read(facts)
+        memory = {"memory": "Evan started lifting weights one year ago.", "timestamp": "2023-10-08T15:09:00"}
+        op.write("memory-unit-1", json.dumps(memory), kind=VariableKind.MEMORY_UNIT)
+    with t.op("search", "memory_system.search_vector_store", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=LIFTING_Q, kind=VariableKind.QUERY)
+        context = op.write("context:q1", "Evan likes tea.", kind=VariableKind.CONTEXT)
+    t.answer(context, question=LIFTING_Q, gold="2022", evidence="D12:2")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_window_that_folded_the_message_in_lossily_failed_to_extract_it(tracer_provider, span_exporter):
+    """Long-Context: each message is merged into one window by an ``update`` operation. The merge that
+    read the message itself and kept only a few of its words never put the fact into memory: an
+    ExtractionError, though it wrote a new version of the window about the same fact."""
+    t = Tracked(tracer_provider)
+    with t.op("first", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D1:1", content="Melanie: I painted a lake sunrise last year.", kind=VariableKind.MESSAGE)
+        window = op.write("memory-unit", "Melanie: I painted a lake sunrise last year.",
+                          kind=VariableKind.MEMORY_UNIT)
+    with t.op("fold", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
+        window = op.update(window, "Melanie: I painted a lake sunrise last year.\n"
+                                   "Caroline: I have been playing for ten years now.")
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["fold"], ErrorType.EXTRACTION)
+
+
+def test_a_memcell_that_left_the_message_out_lost_it_whatever_its_summary_quotes(
+        tracer_provider, span_exporter):
+    """EverMemOS's boundary detector cuts a memcell from the buffer: the messages it keeps, and a topic
+    summary. A memcell without the message's record has not kept the message, though its summary quotes
+    the message's opening: the detector lost it, not the step that made the memcell a memory unit."""
+    t = Tracked(tracer_provider)
+    hello = {"content": "Melanie: hi there, how are you?", "timestamp": "2023-05-08T13:56:00"}
+    fact = {"content": MESSAGE, "timestamp": "2023-05-08T13:56:00"}
+    with t.op("buffer", "memory_system.message_buffer_update", Category.UPDATE) as op:
+        op.read(f"msg:{FACT_ID}", content=json.dumps(fact), kind=VariableKind.MESSAGE)
+        op.read("msg:D1:2", content=json.dumps(hello), kind=VariableKind.MESSAGE)
+        buffer = op.write("message-buffer", json.dumps([fact, hello]), kind=VariableKind.OTHER)
+    with t.op("cut", "evermemos.boundary_detection", Category.EXTRACTION) as op:
+        op.read(buffer)
+        cell = op.write("memcell", json.dumps({"original_data": [hello], "timestamp": "2023-05-08T13:56:00",
+                                               "summary": MESSAGE[:45]}), kind=VariableKind.OTHER)
+    with t.op("finalize", "memory_system.finalize_memory_unit", Category.INGEST) as op:
+        op.read(cell)
+        unit = op.write("memory-unit-1", json.dumps({"original_data": [hello], "summary": None}),
+                        kind=VariableKind.MEMORY_UNIT)
+    with t.op("retrieve", "memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(unit)
+        context = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["cut"], ErrorType.EXTRACTION)
+
+
+def test_a_search_is_judged_by_what_it_returned_not_by_the_candidates_it_checked(
+        tracer_provider, span_exporter):
+    """An agentic search step reads the candidate list, writes it again for its own sufficiency check,
+    and returns records: the list it wrote and read back holds the fact, what it returned does not.
+    It lost the fact (RetrievalError), not the answerer."""
+    system = ingested(tracer_provider)
+    ids = ", ".join(f"{rid}-{20 - i}.0" for i, rid in enumerate(system.units))
+    with system.mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        for unit in system.units.values():
+            op.read(unit)
+        results = op.write("hybrid_retrieval_results:q1", ids, kind=VariableKind.OTHER)
+    with system.mt.operation("memory_system.agentic_round1_bundle", Category.RETRIEVAL) as op:
+        system.remember("bundle", op)
+        op.read(results)
+        op.read("reranked_for_check:q0", content=ids, kind=VariableKind.OTHER)
+        op.write("reranked_for_check:q1", ids, kind=VariableKind.OTHER)
+        context = op.write("context:q1", str(system.units["1b2c3d4e5f60718293a4b5c6"].content),
+                           kind=VariableKind.CONTEXT)
+    system.answer("q1", context, "guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["bundle"], ErrorType.RETRIEVAL)
+
+
+RAINBOW = "Caroline: I was out walking in my neighborhood when I came across this cool rainbow sidewalk."
+RAINBOW_Q = "What did Caroline find in her neighborhood during her walk?"
+
+
+def test_a_searchs_copy_of_a_memory_carries_what_the_memory_carries(tracer_provider, span_exporter):
+    """A graph linking values by identity gives a search its own copy of each memory it returns
+    (``name~k``). The memory states the fact in other words (it carries it as written from the
+    message); the copy, which the answerer read, carries it too: a ResponseError, not the search's."""
+    t = Tracked(tracer_provider)
+    memory = "Caroline came across a rainbow sidewalk, which reminded her of love and acceptance."
+    with t.op("extract", "memory_system.extract_facts", Category.EXTRACTION) as op:
+        op.read("msg:D14:23", content=RAINBOW, kind=VariableKind.MESSAGE)
+        op.write("memory-unit-7", memory, kind=VariableKind.MEMORY_UNIT)
+    with t.op("search", "memory_system.search_vector_store", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=RAINBOW_Q, kind=VariableKind.QUERY)
+        copy = op.write("memory-unit-7~2", memory, kind=VariableKind.MEMORY_UNIT)
+    t.answer(copy, question=RAINBOW_Q, gold="a rainbow sidewalk", evidence="D14:23", prediction="a dog")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
