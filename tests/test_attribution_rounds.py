@@ -664,8 +664,8 @@ def test_a_memcell_that_left_the_message_out_lost_it_whatever_its_summary_quotes
 
 def test_a_search_is_judged_by_what_it_returned_not_by_the_candidates_it_checked(
         tracer_provider, span_exporter):
-    """An agentic search step reads the candidate list, writes it again for its own sufficiency check,
-    and returns records: the list it wrote and read back holds the fact, what it returned does not.
+    """An agentic search step reads the candidate list, writes it again for its own sufficiency check
+    (and reads it back), and returns records: the list holds the fact, what it returned does not.
     It lost the fact (RetrievalError), not the answerer."""
     system = ingested(tracer_provider)
     ids = ", ".join(f"{rid}-{20 - i}.0" for i, rid in enumerate(system.units))
@@ -677,8 +677,9 @@ def test_a_search_is_judged_by_what_it_returned_not_by_the_candidates_it_checked
     with system.mt.operation("memory_system.agentic_round1_bundle", Category.RETRIEVAL) as op:
         system.remember("bundle", op)
         op.read(results)
-        op.read("reranked_for_check:q0", content=ids, kind=VariableKind.OTHER)
-        op.write("reranked_for_check:q1", ids, kind=VariableKind.OTHER)
+        # Linked by value, the check list it reads is the copy an earlier search wrote (``name~k``).
+        op.read("reranked_for_check", content=ids, kind=VariableKind.OTHER)
+        op.write("reranked_for_check~2", ids, kind=VariableKind.OTHER)
         context = op.write("context:q1", str(system.units["1b2c3d4e5f60718293a4b5c6"].content),
                            kind=VariableKind.CONTEXT)
     system.answer("q1", context, "guitar")

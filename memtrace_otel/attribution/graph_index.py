@@ -211,6 +211,13 @@ class GraphIndex:
         self._held[variable] = found
         return found
 
+    def identity(self, variable: str) -> str:
+        """The variable's name without the copy suffix (``name~k`` -> ``name``): what a graph that gives
+        each writer of one value its own copy still calls one variable."""
+        name = str(self.G.nodes[variable].get("name") or variable)
+        base, tilde, k = name.rpartition("~")
+        return base if tilde and k.isdigit() else name
+
     def original(self, variable: str) -> str | None:
         """The variable ``variable`` is a copy of (same name and version, same content), or ``None``.
 
@@ -220,9 +227,8 @@ class GraphIndex:
         what the memory says, and carries what it carries.
         """
         d = self.G.nodes[variable]
-        name, version = str(d.get("name") or ""), d.get("version")
-        base, tilde, k = name.rpartition("~")
-        if not tilde or not k.isdigit() or version is None:
+        base, version = self.identity(variable), d.get("version")
+        if base == d.get("name") or version is None:
             return None
         original = f"{base}@{version}"
         if original not in self.G or self.G.nodes[original].get("hash") != d.get("hash"):

@@ -201,14 +201,14 @@ def _results(index: GraphIndex, op: str) -> list[str]:
     """What a retrieval or rerank returned: its effect (:meth:`GraphIndex.written`) less what it also read.
 
     An agentic search writes the candidates it then checks itself (the list a
-    sufficiency check reads): a value an op both writes and reads (the same
-    content, whichever copy a graph linked by value gives it) is its working
-    state, not what it returned. An op that only passed on what it read
-    returned that.
+    sufficiency check reads): a variable an op both writes and reads (the same
+    name and content, whichever copy a graph linked by value gives it) is its
+    working state, not what it returned. An op that only passed on what it
+    read returned that.
     """
     written = index.written(op)
-    read = {index.data(v).get("hash") for v in index.inputs(op)} - {None}
-    return [v for v in written if index.data(v).get("hash") not in read] or written
+    read = {(index.identity(v), index.data(v).get("hash")) for v in index.inputs(op)}
+    return [v for v in written if (index.identity(v), index.data(v).get("hash")) not in read] or written
 
 
 def _same_store(index: GraphIndex, retrieval: str, unit: str, siblings: list[str]) -> bool:
