@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
-from memtrace_otel.attribution.presence import Information, tokenize
+from memtrace_otel.attribution.presence import Information, split_header, split_lines, tokenize
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind
@@ -112,7 +112,7 @@ class Carrying:
             return self(original)
         if variable != self.evidence and not self._holds_evidence_record(variable):
             return False
-        if self.info.carried_by_lines(index.tokens(variable), index.lines(variable)):
+        if self._carried_by_lines(variable):
             return True
         if self._answers(variable):
             return True
@@ -135,6 +135,32 @@ class Carrying:
             producer = index.producer(variable)
             return producer is not None and any(self(v) for v in index.inputs(producer))
         return False
+
+    def _carried_by_lines(self, variable: str) -> bool:
+        """The word test (:meth:`.Information.carried_by_lines`), on the lines that can state the
+        evidence's fact.
+
+        In a window or buffer of raw messages each message is a line, and a line
+        quoting another message word for word is that message's statement: a
+        reply that names the answer ("I've never been to Jasper") does not hold
+        the evidence's fact. It does when it restates it (a later message saying
+        the same, close in embedding space to the evidence sentence): a duplicate.
+        """
+        index, info = self.case.index, self.info
+        tokens, lines, sources = index.tokens(variable), index.lines(variable), index.line_sources(variable)
+        own = [line for line, quoted in zip(lines, sources, strict=True)
+               if not quoted or self.evidence in quoted]
+        if info.carried_by_lines(tokens, own):
+            return True
+        others = [i for i, (line, quoted) in enumerate(zip(lines, sources, strict=True))
+                  if quoted and self.evidence not in quoted and info.carried_by_lines(tokens, [line])]
+        if not others:
+            return False
+        if self.case.semantic is None or not info.text:
+            return True  # without a model, words are all there is to go by
+        texts = split_lines(index.text(variable))
+        vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
+        return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
 
     def _holds_evidence_record(self, variable: str) -> bool:
         """Whether ``variable``, if it holds messages as records (a buffer, a memcell), holds the

@@ -56,6 +56,7 @@ _ORIGIN_STEPS = 4
 _NOT_ORIGIN = frozenset({VariableKind.PROMPT, VariableKind.QUERY, VariableKind.CONTEXT, VariableKind.ANSWER})
 _STORE_SEARCH_STEPS = 3
 _RECORD_TEXT_FIELDS = ("content", "memory", "text")
+_QUOTE_WORDS = 3
 _WRITE_ROLES = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE})
 Postings = dict[str, set[str]]
 
@@ -140,6 +141,7 @@ class GraphIndex:
         self._origins: dict[str, list[str]] = {}
         self._said_days: dict[str, str | None] = {}
         self._held: dict[str, frozenset[str] | None] = {}
+        self._line_sources: dict[str, list[frozenset[str]]] = {}
         self._message_texts: dict[str, str] | None = None
 
     @property
@@ -301,6 +303,25 @@ class GraphIndex:
                         found[_verbatim(text)].add(node)
             self._message_sentences = {k: frozenset(v) for k, v in found.items()}
         return self._message_sentences.get(_verbatim(piece), frozenset())
+
+    def line_sources(self, variable: str) -> list[frozenset[str]]:
+        """For each line of :meth:`lines`, the messages it quotes word for word (a sentence of three
+        words or more that is one of theirs; empty when it quotes none).
+
+        A window or buffer of raw messages holds each message as a line: that line
+        says what its own message said, and is no other message's statement.
+        """
+        found = self._line_sources.get(variable)
+        if found is None:
+            found = []
+            for line in split_lines(self.text(variable)):
+                quoted: set[str] = set()
+                for sentence in sentences(split_header(line)[1]):
+                    if len(sentence.split()) >= _QUOTE_WORDS:
+                        quoted |= self.quoted_message(sentence)
+                found.append(frozenset(quoted))
+            self._line_sources[variable] = found
+        return found
 
     def producer(self, variable: str) -> str | None:
         try:
