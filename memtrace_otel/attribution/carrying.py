@@ -141,19 +141,25 @@ class Carrying:
         evidence's fact.
 
         In a window or buffer of raw messages each message is a line, and a line
-        quoting another message word for word is that message's statement: a
-        reply that names the answer ("I've never been to Jasper") does not hold
-        the evidence's fact. It does when it restates it (a later message saying
-        the same, close in embedding space to the evidence sentence): a duplicate.
+        quoting another speaker's message word for word is that speaker's
+        statement: a reply that names the answer ("I've never been to Jasper")
+        does not hold the evidence's fact. It does when it restates it (close in
+        embedding space to the evidence sentence); a later message of the same
+        speaker about it is the speaker saying it again.
         """
         index, info = self.case.index, self.info
         tokens, lines, sources = index.tokens(variable), index.lines(variable), index.line_sources(variable)
-        own = [line for line, quoted in zip(lines, sources, strict=True)
-               if not quoted or self.evidence in quoted]
-        if info.carried_by_lines(tokens, own):
+        said_by = index.speaker(self.evidence)
+
+        def own(quoted: frozenset[str]) -> bool:
+            return (not quoted or self.evidence in quoted or said_by is None
+                    or any(index.speaker(m) in (said_by, None) for m in quoted))
+
+        own_lines = [line for line, quoted in zip(lines, sources, strict=True) if own(quoted)]
+        if info.carried_by_lines(tokens, own_lines):
             return True
         others = [i for i, (line, quoted) in enumerate(zip(lines, sources, strict=True))
-                  if quoted and self.evidence not in quoted and info.carried_by_lines(tokens, [line])]
+                  if not own(quoted) and info.carried_by_lines(tokens, [line])]
         if not others:
             return False
         if self.case.semantic is None or not info.text:

@@ -57,6 +57,8 @@ _NOT_ORIGIN = frozenset({VariableKind.PROMPT, VariableKind.QUERY, VariableKind.C
 _STORE_SEARCH_STEPS = 3
 _RECORD_TEXT_FIELDS = ("content", "memory", "text")
 _QUOTE_WORDS = 3
+_SPEAKER_FIELDS = ("name", "speaker", "speaker_name")
+_BRACKETED = re.compile(r"\[[^\]]*\]")
 _WRITE_ROLES = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE})
 Postings = dict[str, set[str]]
 
@@ -73,6 +75,25 @@ def _record_text_of(content: str) -> str | None:
         said = next((v for k in _RECORD_TEXT_FIELDS if isinstance(v := record.get(k), str)), None)
         return said.strip() if said is not None else None
     return None
+
+
+def _speaker_of(content: str) -> str | None:
+    """The speaker a message's content names: a record's ``name`` field, else its chat header's name."""
+    stripped = content.strip()
+    if stripped[:1] == "{":
+        try:
+            record = json.loads(stripped)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            name = next((v for k in _SPEAKER_FIELDS if isinstance(v := record.get(k), str) and v.strip()),
+                        None)
+            if name is not None:
+                return name.strip().lower()
+            said = _record_text_of(stripped)
+            stripped = said if said is not None else stripped
+    header = _BRACKETED.sub("", split_header(stripped.splitlines()[0] if stripped else "")[0]).strip()
+    return header.removesuffix(":").strip().lower() or None
 
 
 def _listed_record_texts(content: str) -> list[str]:
@@ -142,6 +163,7 @@ class GraphIndex:
         self._said_days: dict[str, str | None] = {}
         self._held: dict[str, frozenset[str] | None] = {}
         self._line_sources: dict[str, list[frozenset[str]]] = {}
+        self._speakers: dict[str, str | None] = {}
         self._message_texts: dict[str, str] | None = None
 
     @property
@@ -303,6 +325,16 @@ class GraphIndex:
                         found[_verbatim(text)].add(node)
             self._message_sentences = {k: frozenset(v) for k, v in found.items()}
         return self._message_sentences.get(_verbatim(piece), frozenset())
+
+    def speaker(self, message: str) -> str | None:
+        """Who said a message: its record's ``name`` (or ``speaker``) field, else its chat header's name
+        (``[8 May 2023] Caroline: ...``); ``None`` when neither says."""
+        if message in self._speakers:
+            return self._speakers[message]
+        content = self.G.nodes[message].get("content")
+        found = _speaker_of(content) if isinstance(content, str) else None
+        self._speakers[message] = found
+        return found
 
     def line_sources(self, variable: str) -> list[frozenset[str]]:
         """For each line of :meth:`lines`, the messages it quotes word for word (a sentence of three
