@@ -752,3 +752,23 @@ def test_a_windows_line_quoting_a_reply_is_the_replys_statement_not_the_evidence
     t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (t.ops["rewrite"], ErrorType.UPDATE)
+
+
+def test_a_windows_line_of_the_same_speaker_saying_it_again_still_carries_it(tracer_provider, span_exporter):
+    """The same window, but the later line is the evidence's own speaker coming back to the fact: that is
+    the speaker saying it again, and the window still held it when the answerer missed it."""
+    t = Tracked(tracer_provider)
+    again = "Caroline: Violin lessons for the kids start Monday, and I will play at the recital."
+    with t.op("append", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
+        op.read("msg:D1:4", content=again, kind=VariableKind.MESSAGE)
+        window = op.write("memory-unit", f"{MESSAGE}\n{again}", kind=VariableKind.MEMORY_UNIT)
+    with t.op("rewrite", "memory_system.memory_update", Category.UPDATE) as op:
+        window = op.update(window, f"Caroline: I have been busy for ten years now.\n{again}")
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
