@@ -708,29 +708,6 @@ def test_a_searchs_copy_of_a_memory_carries_what_the_memory_carries(tracer_provi
     assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
 
 
-def test_an_extraction_that_dropped_the_fact_comes_before_an_answer_that_missed_a_reply_saying_it(
-        tracer_provider, span_exporter):
-    """The evidence's extraction stored nothing of the fact; later, another message (a reply) said the
-    same and its memory reached the answer's context. The answerer missed it, but the earliest faulty
-    operation is the extraction that lost the evidence's own: ExtractionError."""
-    t = Tracked(tracer_provider)
-    with t.op("extract", "memory_system.extract_facts", Category.EXTRACTION) as op:
-        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
-        op.write("memory-unit-1", "Caroline talked about her hobbies.", kind=VariableKind.MEMORY_UNIT)
-    with t.op("reply", "memory_system.extract_facts", Category.EXTRACTION) as op:
-        op.read("msg:D1:4", content="Melanie: Caroline, your violin playing is lovely!",
-                kind=VariableKind.MESSAGE)
-        reply = op.write("memory-unit-2", "Caroline plays the violin beautifully.",
-                         kind=VariableKind.MEMORY_UNIT)
-    with t.op("search", "memory_system.search_vector_store", Category.RETRIEVAL) as op:
-        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
-        op.read(reply)
-        context = op.write("context:q1", str(reply.content), kind=VariableKind.CONTEXT)
-    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
-    verdict = verdict_of(span_exporter)
-    assert (verdict.operation, verdict.error_type) == (t.ops["extract"], ErrorType.EXTRACTION)
-
-
 def test_a_windows_line_quoting_a_reply_is_the_replys_statement_not_the_evidences(
         tracer_provider, span_exporter):
     """A long-context window holds each message as a line. A later rewrite dropped the evidence's line;

@@ -70,9 +70,8 @@ op that read the message itself and folded it lossily into a unit (a
 long-context window) failed to extract it; a search is judged by what it
 returned, not by the candidate list it wrote and read back for its own
 check; a copy of a returned memory (``name~k``) carries what the memory
-carries; and when the context held only another message's saying of the
-fact while the evidence's own was lost on the write side, that loss came
-first.
+carries; and in a window of raw messages, another speaker's line carries
+the evidence's fact only when it restates it.
 """
 
 from __future__ import annotations
