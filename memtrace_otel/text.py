@@ -58,8 +58,6 @@ __all__ = [
     "normalize_answer",
     "normalize_token",
     "readable",
-    "said_day",
-    "said_on",
     "sentences",
     "short_date",
     "stem",
@@ -522,30 +520,3 @@ def _dated(line: str) -> str:
         return f"{match.group(0)} [{meaning}]" if meaning else match.group(0)
 
     return head + _RELATIVE.sub(annotate, body)
-
-
-def said_day(text: str) -> str | None:
-    """The date header of ``text``'s first dated line (``"8 May 2023"``), ``None`` if no line is dated.
-
-    >>> said_day("[8 May 2023] Ann: hi"), said_day("hi")
-    ('8 May 2023', None)
-    """
-    for line in text.splitlines():
-        header = _HEADER_DAY.match(line)
-        if header is not None:
-            return f"{int(header.group(1))} {header.group(2)} {header.group(3)}"
-    return None
-
-
-def said_on(text: str, day: str) -> str:
-    """``text`` (undated lines) dated ``day``, its relative times resolved against it.
-
-    What a model wrote from a message speaks of the message's time: "last week"
-    in a fact extracted on 8 May means the week before 8 May, whether or not
-    the fact carries a timestamp of its own.
-
-    >>> said_on("Ann went hiking last week.", "8 May 2023")
-    '[8 May 2023] Ann went hiking last week [the week before 8 May 2023].'
-    """
-    return "\n".join(line if _HEADER_DAY.match(line) else _dated(f"[{day}] {line}")
-                      for line in text.splitlines() if line.strip())

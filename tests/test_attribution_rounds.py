@@ -541,7 +541,7 @@ def test_an_extraction_that_wrote_only_about_other_things_yields_to_a_search_tha
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 
 
-# -- MemBase's systems: dates of extracted facts, raw messages folded into memory, containers of messages,
+# -- MemBase's systems: raw messages folded into memory, containers of messages,
 # -- a search's working state, copies of returned memories --------------------------------------------
 
 
@@ -579,36 +579,6 @@ class _Remembered:
 
     def __exit__(self, *exc: object) -> None:
         self.manager.__exit__(*exc)  # type: ignore[attr-defined]
-
-
-def record(text: str, when: str = "2023-10-08T15:09:00") -> str:
-    return json.dumps({"content": text, "timestamp": when})
-
-
-LIFTING = "Evan: I started lifting weights one year ago and it's been a journey."
-LIFTING_Q = "When did Evan start lifting weights?"
-
-
-def test_facts_extracted_without_a_date_speak_of_the_day_their_message_was_said(
-        tracer_provider, span_exporter):
-    """Mem0's extractor writes "one year ago" in a fact that has no timestamp; the memory written from it
-    has one. The fact read dated by its message's day says 2022 as the memory does: the extraction kept
-    the information, and the search that did not return the memory lost it."""
-    t = Tracked(tracer_provider)
-    with t.op("extract", "memory_system.extract_facts", Category.EXTRACTION) as op:
-        op.read("msg:D12:2", content=record(LIFTING), kind=VariableKind.MESSAGE)
-        facts = op.write("extracted_facts", "['Evan started lifting weights one year ago.']",
-                         kind=VariableKind.FACTS)
-    with t.op("decide", "memory_system.update_memory_decision", Category.UPDATE) as op:
-        op.read(facts)
-        memory = {"memory": "Evan started lifting weights one year ago.", "timestamp": "2023-10-08T15:09:00"}
-        op.write("memory-unit-1", json.dumps(memory), kind=VariableKind.MEMORY_UNIT)
-    with t.op("search", "memory_system.search_vector_store", Category.RETRIEVAL) as op:
-        op.read("query:q1", content=LIFTING_Q, kind=VariableKind.QUERY)
-        context = op.write("context:q1", "Evan likes tea.", kind=VariableKind.CONTEXT)
-    t.answer(context, question=LIFTING_Q, gold="2022", evidence="D12:2")
-    verdict = verdict_of(span_exporter)
-    assert (verdict.operation, verdict.error_type) == (t.ops["search"], ErrorType.RETRIEVAL)
 
 
 def test_a_window_that_folded_the_message_in_lossily_failed_to_extract_it(tracer_provider, span_exporter):

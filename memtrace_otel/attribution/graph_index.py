@@ -35,7 +35,7 @@ from memtrace_otel.graph.index import lookup, operation_nodes, position, variabl
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
-from memtrace_otel.text import readable, said_day, said_on, sentences
+from memtrace_otel.text import readable, sentences
 
 __all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
 
@@ -59,7 +59,6 @@ _RECORD_TEXT_FIELDS = ("content", "memory", "text")
 _QUOTE_WORDS = 3
 _SPEAKER_FIELDS = ("name", "speaker", "speaker_name")
 _BRACKETED = re.compile(r"\[[^\]]*\]")
-_WRITE_ROLES = frozenset({Category.INGEST, Category.EXTRACTION, Category.UPDATE})
 Postings = dict[str, set[str]]
 
 _KEY = "memtrace_otel.attribution.graph_index"
@@ -160,7 +159,6 @@ class GraphIndex:
         self._message_sentences: dict[str, frozenset[str]] | None = None
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
         self._origins: dict[str, list[str]] = {}
-        self._said_days: dict[str, str | None] = {}
         self._held: dict[str, frozenset[str] | None] = {}
         self._line_sources: dict[str, list[frozenset[str]]] = {}
         self._speakers: dict[str, str | None] = {}
@@ -193,14 +191,7 @@ class GraphIndex:
         field, dated in words, relative times resolved unless ``resolve=False``); ``None`` without
         content. Searching for evidence reads it unresolved (the resolved date is the header's)."""
         content = self.G.nodes[variable].get("content")
-        if not isinstance(content, str):
-            return content
-        said = readable(content, resolve=resolve)
-        if resolve and said_day(said) is None:
-            day = self.said_day(variable)
-            if day is not None:
-                return said_on(said, day)
-        return said
+        return readable(content, resolve=resolve) if isinstance(content, str) else content
 
     def message_text(self, message: str) -> str | None:
         """What a message variable says, as its record's text field (or its whole content)."""
@@ -258,28 +249,6 @@ class GraphIndex:
         if original not in self.G or self.G.nodes[original].get("hash") != d.get("hash"):
             return None
         return original
-
-    def said_day(self, variable: str) -> str | None:
-        """The day the messages a written variable came from were said, when it has no date of its own.
-
-        An extractor's facts, an update's decision, a memory written without a
-        timestamp speak of the time of the message they were written from
-        ("started last week", written from a message of 8 May): read dated by
-        it, they state what the same fact stored with a timestamp states. Only
-        a variable written on the write side (not a query, a context or an
-        answer) from messages all said on one day has one.
-        """
-        if variable in self._said_days:
-            return self._said_days[variable]
-        day = None
-        producer = self.producer(variable)
-        if (producer is not None and self.category(producer) in _WRITE_ROLES
-                and self.G.nodes[variable].get("kind") not in _NOT_ORIGIN):
-            days = {said_day(readable(str(self.G.nodes[m].get("content") or ""), resolve=False))
-                    for m in self.origin_messages(variable)}
-            day = days.pop() if len(days) == 1 else None
-        self._said_days[variable] = day
-        return day
 
     def tokens(self, variable: str) -> frozenset[str]:
         found = self._tokens.get(variable)

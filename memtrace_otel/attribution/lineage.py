@@ -62,10 +62,9 @@ derived from the evidence and not deleted counts as carrying it), with a
 lower confidence.
 
 Memory systems as MemBase traces them add shapes of their own, read by the
-same rules: a fact an extractor wrote without a timestamp speaks of the day
-its message was said (:meth:`.GraphIndex.said_day`); a container of raw
-messages (a buffer, an EverMemOS memcell) holds a message only by holding its
-record, whatever its summary quotes (:meth:`.GraphIndex.held_messages`); an
+same rules: a container of raw messages (a buffer, an EverMemOS memcell)
+holds a message only by holding its record, whatever its summary quotes
+(:meth:`.GraphIndex.held_messages`); an
 op that read the message itself and folded it lossily into a unit (a
 long-context window) failed to extract it; a search is judged by what it
 returned, not by the candidate list it wrote and read back for its own
