@@ -397,9 +397,13 @@ class OTLPHttpReceiver:
 
     def stop(self) -> None:
         server = self._server
+        server.accepting = False  # no new connection from here on (read by the I/O thread's readable())
         for channel in list(server.active_channels.values()):
             channel.will_close = True
-        server.close()
+        # The handler threads first, as waitress's own run() does: a handler that finishes wakes the
+        # I/O thread by writing to the server's trigger, and once the server is closed that file
+        # descriptor is closed too (a traceback in the log), or already another file's.
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        server.close()
         self._thread.join(5)
         logging.getLogger("waitress").removeFilter(self.hang_ups)
