@@ -21,7 +21,13 @@ from dataclasses import dataclass
 import networkx as nx
 
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
-from memtrace_otel.attribution.presence import Information, split_header, split_lines, tokenize
+from memtrace_otel.attribution.presence import (
+    Information,
+    split_header,
+    split_lines,
+    tokenize,
+    weighted_share,
+)
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind
@@ -269,7 +275,7 @@ class Carrying:
         total = math.fsum(said.values())
         if not total:
             return False
-        return any(math.fsum(w for t, w in said.items() if t in tokens) >= _RESTATED_SHARE * total
+        return any(weighted_share(said, tokens, total) >= _RESTATED_SHARE
                    and not index.quoted_message(text) - {self.evidence}
                    for text, tokens in index.pieces(variable))
 

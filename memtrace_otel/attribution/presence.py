@@ -44,6 +44,7 @@ __all__ = [
     "split_header",
     "split_lines",
     "tokenize",
+    "weighted_share",
 ]
 
 # Tokens that decide an answer on their own ("7 May", "3 kids", "Boston") and so must match exactly.
@@ -124,7 +125,11 @@ def split_header(line: str) -> tuple[str, str]:
     return line[:end], line[end:]
 
 
-def _share(weights: dict[str, float], total: float, tokens: frozenset[str]) -> float:
+def weighted_share(weights: dict[str, float], tokens: frozenset[str], total: float | None = None) -> float:
+    """The share of ``weights`` (token -> IDF weight) that ``tokens`` hold; ``total`` is their sum when
+    the caller keeps it (an :class:`Information`'s totals are summed once)."""
+    if total is None:
+        total = math.fsum(weights.values())
     # fsum: exact, so a share that sits on a threshold does not depend on the (hash-seeded) order
     # in which a set's weights are added, nor on which side is iterated; iterating the smaller side
     # matters, since this runs for every line of every text the walk tests.
@@ -180,13 +185,13 @@ class Information:
 
     def coverage(self, tokens: frozenset[str]) -> float:
         """Weighted share of the gold part (the sentence part without gold) in ``tokens``."""
-        return _share(self.gold, self.gold_total, tokens) if self.gold else \
-            _share(self.sentence, self.sentence_total, tokens)
+        return weighted_share(self.gold, tokens, self.gold_total) if self.gold else \
+            weighted_share(self.sentence, tokens, self.sentence_total)
 
     def gold_in(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         if not self.exact <= tokens:
             return False
-        return not self.gold or _share(self.gold, self.gold_total, tokens) >= threshold
+        return not self.gold or weighted_share(self.gold, tokens, self.gold_total) >= threshold
 
     def identified_by(self, tokens: frozenset[str]) -> bool:
         """Whether a line with ``tokens`` holds the whole gold and enough to tell which fact it answers,
@@ -194,7 +199,8 @@ class Information:
         some of its sentence, or everything the question asks by (two words at least)."""
         if not self.gold or not self.gold.keys() <= tokens or not self.exact <= tokens:
             return False
-        if self.specific and _share(self.sentence, self.sentence_total, tokens) >= _SPECIFIC_SENTENCE_SHARE:
+        if (self.specific
+                and weighted_share(self.sentence, tokens, self.sentence_total) >= _SPECIFIC_SENTENCE_SHARE):
             return True
         return len(self.topic) >= _WHOLE_TOPIC_WORDS and self.topic.keys() <= tokens
 
@@ -220,8 +226,8 @@ class Information:
         """Whether a line with ``tokens`` is about this fact: much of its sentence (or gold) without
         asking that it keep the answer."""
         if self.sentence:
-            return _share(self.sentence, self.sentence_total, tokens) >= _RELATED_SHARE
-        return bool(self.gold) and _share(self.gold, self.gold_total, tokens) >= _RELATED_SHARE
+            return weighted_share(self.sentence, tokens, self.sentence_total) >= _RELATED_SHARE
+        return bool(self.gold) and weighted_share(self.gold, tokens, self.gold_total) >= _RELATED_SHARE
 
     def carried_by(self, tokens: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
         """Whether one text (as one line) with ``tokens`` carries this information."""
@@ -244,11 +250,11 @@ class Information:
         # The gold must sit in the line that states the fact: a unit holding "guitar" in one
         # line and a similar sentence about drums in another does not carry "played guitar".
         for line in lines:
-            if self.topic and _share(self.topic, self.topic_total, line) < _TOPIC_SHARE:
+            if self.topic and weighted_share(self.topic, line, self.topic_total) < _TOPIC_SHARE:
                 continue
             if not self.gold_in(line, threshold=threshold):
                 continue
-            share = _share(self.sentence, self.sentence_total, line)
+            share = weighted_share(self.sentence, line, self.sentence_total)
             if share >= _SENTENCE_SHARE:
                 return True
             # A rare gold identifies the fact with less of its sentence, but only all of it does.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
-from memtrace_otel.attribution.presence import Information, tokenize
+from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
 
 __all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
 
@@ -144,11 +144,6 @@ def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
     return {t: index.idf(t) for t in tokens}
 
 
-def _share(weights: dict[str, float], tokens: frozenset[str]) -> float:
-    total = math.fsum(weights.values())
-    return math.fsum(w for t, w in weights.items() if t in tokens) / total if total else 0.0
-
-
 def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str],
                said: dict[str, float] | None = None) -> float:
     """How much a statement is about the fact: its shares of the gold, of the sentence stating it and
@@ -158,11 +153,11 @@ def _aboutness(info: Information, asked: dict[str, float], tokens: frozenset[str
     ``said`` weighs the sentence's own words instead, without the message's header (whose date and
     speaker every fact of the session has): to tell whether a statement is about the fact at all.
     """
-    gold, question = _share(info.gold, tokens), _share(asked, tokens)
+    gold, question = weighted_share(info.gold, tokens), weighted_share(asked, tokens)
     if said is None:
-        sentence, near = _share(info.sentence, tokens), info.related(tokens)
+        sentence, near = weighted_share(info.sentence, tokens), info.related(tokens)
     else:
-        sentence = _share(said, tokens)
+        sentence = weighted_share(said, tokens)
         near = sentence >= _ABOUT_SENTENCE_SHARE
     if gold >= _ABOUT_GOLD_SHARE or near or question >= _ABOUT_QUESTION_SHARE:
         return gold + sentence + question
