@@ -318,16 +318,12 @@ HIKE = ("[17 August 2023] Caroline: Hey Mel! Recently, I had a not-so-great expe
         "much work we still have to do for LGBTQ rights.")
 
 
-def _leaning_history(provider, kept: str):  # type: ignore[no-untyped-def]
-    """Caroline's hike turn (the gold 'Liberal' is an inference: none of its words are in the turn),
-    extracted as ``kept``; a search that returned Melanie's unit instead."""
-    from memtrace_otel import Category, MemoryTracer, VariableKind
+def _turns_then_a_search_that_returned(  # type: ignore[no-untyped-def]
+        mt, ops, turns, question, *, found, prediction, gold, evidence):
+    """Each turn extracted as its fact and stored as a unit (``ops["extract <id>"]``); then the question's
+    search returned the unit of turn ``found`` (``ops["search"]``), a wrong answer, a failed judgement."""
+    from memtrace_otel import Category, VariableKind
 
-    mt = MemoryTracer(provider, capture_content=True)
-    ops: dict[str, str] = {}
-    turns = {"D1:1": (HIKE, kept),
-             "D1:2": ("[17 August 2023] Melanie: I painted a lake sunrise last year.",
-                      "Melanie painted a lake sunrise in 2022 (17 August 2023).")}
     units = {}
     for dia_id, (text, fact) in turns.items():
         with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
@@ -340,17 +336,31 @@ def _leaning_history(provider, kept: str):  # type: ignore[no-untyped-def]
             units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
     with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
         ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", LEANING, kind=VariableKind.QUERY)
-        unit = op.read(units["D1:2"])
+        op.write("query:q1", question, kind=VariableKind.QUERY)
+        unit = op.read(units[found])
         retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
     with mt.operation("answer", Category.GENERATION) as op:
         op.read(retrieved)
-        answer = op.write("answer:q1", "Conservative", kind=VariableKind.ANSWER)
+        answer = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)
     with mt.operation("judge", Category.EVALUATION) as op:
         op.read(answer)
-        op.record_evaluation(False, question=LEANING, prediction="Conservative", gold="Liberal",
-                             evidence=["D1:1"], answer=answer, case_id="q1")
+        op.record_evaluation(False, question=question, prediction=prediction, gold=gold,
+                             evidence=[evidence], answer=answer, case_id="q1")
     return ops
+
+
+def _leaning_history(provider, kept: str):  # type: ignore[no-untyped-def]
+    """Caroline's hike turn (the gold 'Liberal' is an inference: none of its words are in the turn),
+    extracted as ``kept``; a search that returned Melanie's unit instead."""
+    from memtrace_otel import MemoryTracer
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": (HIKE, kept),
+             "D1:2": ("[17 August 2023] Melanie: I painted a lake sunrise last year.",
+                      "Melanie painted a lake sunrise in 2022 (17 August 2023).")}
+    return _turns_then_a_search_that_returned(mt, ops, turns, LEANING, found="D1:2",
+                                              prediction="Conservative", gold="Liberal", evidence="D1:1")
 
 
 def test_a_fact_written_from_the_evidence_carries_an_abstractive_gold_it_restates_in_part(
@@ -409,7 +419,7 @@ def test_a_line_must_hold_all_of_the_gold_the_message_says_not_only_its_sentence
 def _activities_history(provider):  # type: ignore[no-untyped-def]
     """Melanie said she loves painting (stored); later her photo of a painting is extracted as nothing
     of it, and the question's search returns another memory."""
-    from memtrace_otel import Category, MemoryTracer, VariableKind
+    from memtrace_otel import MemoryTracer
 
     mt = MemoryTracer(provider, capture_content=True)
     ops: dict[str, str] = {}
@@ -423,29 +433,8 @@ def _activities_history(provider):  # type: ignore[no-untyped-def]
                               "peaceful.", "The museum had a painting by Monet."], 3):
         turns[f"D1:{n}"] = (f"[2 May 2023] Caroline: {said}",
                             f"Caroline mentioned that {said[0].lower()}{said[1:-1]} (2 May 2023).")
-    units = {}
-    for dia_id, (text, fact) in turns.items():
-        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
-            ops[f"extract {dia_id}"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-            message = op.read(f"msg:{dia_id}", content=text, kind=VariableKind.MESSAGE)
-            facts = op.write(f"facts:{dia_id}", fact, kind=VariableKind.FACTS)
-            op.step("extract", [message], [facts])
-        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
-            op.read(facts)
-            units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", ACTIVITIES, kind=VariableKind.QUERY)
-        unit = op.read(units["D1:2"])
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "support groups", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=ACTIVITIES, prediction="support groups", gold="painting",
-                             evidence=["D2:1"], answer=answer, case_id="q1")
-    return ops
+    return _turns_then_a_search_that_returned(mt, ops, turns, ACTIVITIES, found="D1:2",
+                                              prediction="support groups", gold="painting", evidence="D2:1")
 
 
 def test_a_memory_of_another_turn_that_answers_as_the_evidence_does_makes_a_miss_the_searchs(

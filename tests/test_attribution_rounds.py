@@ -678,6 +678,23 @@ def test_a_searchs_copy_of_a_memory_carries_what_the_memory_carries(tracer_provi
     assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
 
 
+def _window_rewritten_keeping(t: Tracked, later: str) -> None:
+    """A long-context window of the evidence's message and a ``later`` line (message D1:4); a rewrite
+    that drops the evidence's line and keeps ``later``; the question's retrieval of the window; a wrong
+    answer ("guitar" for "violin")."""
+    with t.op("append", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
+        op.read("msg:D1:4", content=later, kind=VariableKind.MESSAGE)
+        window = op.write("memory-unit", f"{MESSAGE}\n{later}", kind=VariableKind.MEMORY_UNIT)
+    with t.op("rewrite", "memory_system.memory_update", Category.UPDATE) as op:
+        window = op.update(window, f"Caroline: I have been busy for ten years now.\n{later}")
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
+
+
 def test_a_windows_line_quoting_a_reply_is_the_replys_statement_not_the_evidences(
         tracer_provider, span_exporter):
     """A long-context window holds each message as a line. A later rewrite dropped the evidence's line;
@@ -686,17 +703,7 @@ def test_a_windows_line_quoting_a_reply_is_the_replys_statement_not_the_evidence
     answerer missed."""
     t = Tracked(tracer_provider)
     reply = "Melanie: Ten years, Caroline? My violin has sat in a closet for years, I never play it now."
-    with t.op("append", "memory_system.memory_update", Category.UPDATE) as op:
-        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
-        op.read("msg:D1:4", content=reply, kind=VariableKind.MESSAGE)
-        window = op.write("memory-unit", f"{MESSAGE}\n{reply}", kind=VariableKind.MEMORY_UNIT)
-    with t.op("rewrite", "memory_system.memory_update", Category.UPDATE) as op:
-        window = op.update(window, f"Caroline: I have been busy for ten years now.\n{reply}")
-    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
-        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
-        op.read(window)
-        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
-    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
+    _window_rewritten_keeping(t, reply)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (t.ops["rewrite"], ErrorType.UPDATE)
 
@@ -706,16 +713,6 @@ def test_a_windows_line_of_the_same_speaker_saying_it_again_still_carries_it(tra
     the speaker saying it again, and the window still held it when the answerer missed it."""
     t = Tracked(tracer_provider)
     again = "Caroline: Violin lessons for the kids start Monday, and I will play at the recital."
-    with t.op("append", "memory_system.memory_update", Category.UPDATE) as op:
-        op.read(f"msg:{FACT_ID}", content=MESSAGE, kind=VariableKind.MESSAGE)
-        op.read("msg:D1:4", content=again, kind=VariableKind.MESSAGE)
-        window = op.write("memory-unit", f"{MESSAGE}\n{again}", kind=VariableKind.MEMORY_UNIT)
-    with t.op("rewrite", "memory_system.memory_update", Category.UPDATE) as op:
-        window = op.update(window, f"Caroline: I have been busy for ten years now.\n{again}")
-    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
-        op.read("query:q1", content=QUESTION, kind=VariableKind.QUERY)
-        op.read(window)
-        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
-    t.answer(context, question=QUESTION, gold="violin", evidence=FACT_ID, prediction="guitar")
+    _window_rewritten_keeping(t, again)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
