@@ -31,6 +31,19 @@ def test_queued_contents_are_bounded_and_least_recently_written_go_first() -> No
     assert len(store) == 3  # reads do not refresh: only writes order the store
 
 
+def test_the_queue_and_the_map_together_stay_within_the_bound() -> None:
+    """After a read has filled the map, writes must not queue another ``max_items`` beside it."""
+    store = InProcessContents(4)
+    for i in range(4):
+        store.put(f"v@{i}", "x" * 100)
+    assert store.get("v@0") is not None  # the map is full now
+    for i in range(4, 20):
+        store.put(f"v@{i}", "x" * 100)
+        held = len(store._items) + len(store._queued)  # what is in memory, not what a read settles to
+        assert held <= 4, f"{held} contents held after put {i}, over the bound of 4"
+    assert [store.get(f"v@{i}") is not None for i in range(14, 20)] == [False, False, True, True, True, True]
+
+
 def test_a_store_of_size_zero_keeps_nothing() -> None:
     store = InProcessContents(0)
     store.put("v@1", "text")

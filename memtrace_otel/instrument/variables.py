@@ -246,7 +246,8 @@ class InProcessContents:
     Every traced write puts its content here, and the contents are read only when a failure is
     attributed in process: :meth:`put` only appends to a bounded queue (one atomic
     ``deque.append``, no lock), and the first read after it moves what is queued into the map in
-    write order. Between two reads this holds up to ``max_items`` in the map and as many queued.
+    write order. The map and the queue together never hold more than ``max_items``: once a read
+    has filled the map, a put that would go over moves the queue in (and the oldest out) at once.
     Thread-safe: appends are atomic; moving the queue into the map holds one lock.
     """
 
@@ -259,7 +260,12 @@ class InProcessContents:
         self._lock = threading.Lock()
 
     def put(self, variable_id: str, content: str) -> None:
-        self._queued.append((variable_id, content))  # maxlen 0 keeps nothing
+        queued = self._queued
+        queued.append((variable_id, content))  # maxlen 0 keeps nothing
+        # Until a read fills the map, the queue's own bound is the store's; after it, the two together.
+        if self._items and len(queued) + len(self._items) > self._max_items:
+            with self._lock:
+                self._settle()
 
     def get(self, variable_id: str) -> str | None:
         with self._lock:
