@@ -53,6 +53,7 @@ __all__ = [
     "content_max_chars_from_env",
     "content_store_from_env",
     "default_serve_data_dir",
+    "env_flag",
     "env_int",
     "env_seconds",
     "evaluation_fail_below_from_env",
@@ -173,6 +174,24 @@ def content_capture_from_env() -> ContentCapture:
         raw,
     )
     return ContentCapture.NO_CONTENT
+
+
+def env_flag(name: str) -> bool:
+    """A yes/no switch from the environment: ``true``/``1``/``yes``/``on`` is on; unset, ``false``,
+    ``0``, ``no`` or ``off`` is off; anything else warns once and is off.
+
+    >>> import os
+    >>> os.environ["MEMTRACE_DOCTEST_FLAG"] = " Yes"
+    >>> env_flag("MEMTRACE_DOCTEST_FLAG")
+    True
+    >>> del os.environ["MEMTRACE_DOCTEST_FLAG"]
+    """
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw not in ("", "0", "false", "no", "off"):
+        _warn_once(name, "%s=%r is not a recognised value (true/false); taken as false", name, raw)
+    return False
 
 
 def upload_base_path_from_env() -> str | None:

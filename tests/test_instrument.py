@@ -61,6 +61,21 @@ def test_content_capture_from_env_and_truncation(tracer_provider, span_exporter,
     assert parse_descriptor(span.attributes[MemTrace.VARIABLES][0])[2] == 10
 
 
+def test_a_switch_from_the_environment_warns_once_on_a_value_it_does_not_know(monkeypatch, caplog) -> None:
+    from memtrace_otel.instrument.mem0.stages import stage_spans_default
+
+    monkeypatch.setenv("MEMTRACE_MEM0_STAGE_SPANS", " ON")
+    assert stage_spans_default() is True
+    monkeypatch.setenv("MEMTRACE_MEM0_STAGE_SPANS", "off")
+    assert stage_spans_default() is False
+    monkeypatch.setenv("MEMTRACE_MEM0_STAGE_SPANS", "ture")
+    with caplog.at_level(logging.WARNING):
+        assert stage_spans_default() is False
+        assert stage_spans_default() is False
+    warned = [r.getMessage() for r in caplog.records if "MEMTRACE_MEM0_STAGE_SPANS" in r.getMessage()]
+    assert len(warned) == 1 and "'ture'" in warned[0]
+
+
 def test_invalid_capture_value_warns_once_and_means_no_content(monkeypatch, caplog) -> None:
     monkeypatch.setenv(ENV_CAPTURE_CONTENT, "maybe-later")
     with caplog.at_level(logging.WARNING):

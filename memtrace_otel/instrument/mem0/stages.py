@@ -24,7 +24,6 @@ of one ``add`` share only grows (``set.add`` is atomic), a race costing at most 
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from typing import Any
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from memtrace_otel.config import env_flag
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
@@ -46,8 +46,9 @@ _random = random.Random()  # without the SDK's id generator: its own, as the SDK
 
 
 def stage_spans_default() -> bool:
-    """Whether ``MEMTRACE_MEM0_STAGE_SPANS`` asks for the stages as spans (``true``/``1``/``yes``)."""
-    return os.environ.get(_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether ``MEMTRACE_MEM0_STAGE_SPANS`` asks for the stages as spans
+    (:func:`~memtrace_otel.config.env_flag`: ``true``/``1``/``yes``/``on``; another value warns once)."""
+    return env_flag(_ENV)
 
 
 class _StageRecord:
