@@ -62,9 +62,13 @@ class Record:
 class TinyMemory:
     """A Mem0-shaped memory: facts extracted per message, one record per topic."""
 
-    def __init__(self, tracer: MemoryTracer, app_tracer: trace.Tracer) -> None:
+    def __init__(self, tracer: MemoryTracer, app_tracer: trace.Tracer, evaluator: str | None = None) -> None:
+        """``evaluator``: the name of an outside evaluator whose verdict lands as a GenAI
+        ``gen_ai.evaluation.result`` event on the question's span (as online-evaluation services write
+        it), instead of the agent's own judge operation."""
         self.tracer = tracer
         self.app_tracer = app_tracer
+        self.evaluator = evaluator
         self.records: dict[str, Record] = {}
 
     def ingest(self, dia_id: str, text: str) -> None:
@@ -100,7 +104,7 @@ class TinyMemory:
             self.records[record_id] = Record(fact, op.lineage_metadata(unit))
 
     def answer(self, case_id: str, question: str, gold: str, evidence: list[str]) -> bool:
-        with self.app_tracer.start_as_current_span(f"question {case_id}"):  # one trace per question
+        with self.app_tracer.start_as_current_span(f"question {case_id}") as turn:  # one trace per question
             with self.tracer.operation("agent.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
                                        store_id="tiny-memory") as op:
                 query = op.write(f"query:{case_id}", question, kind=VariableKind.QUERY)
@@ -120,9 +124,15 @@ class TinyMemory:
                              if w not in wanted and w not in _STOP]
                 prediction = " ".join(new_words[:2]) or "I don't know"
                 answer = op.write(f"answer:{case_id}", prediction, kind=VariableKind.ANSWER)
+            passed = gold.lower() in prediction.lower()
+            if self.evaluator is not None:
+                turn.add_event("gen_ai.evaluation.result", {
+                    "gen_ai.evaluation.name": self.evaluator,
+                    "gen_ai.evaluation.score.label": "pass" if passed else "fail",
+                    "gen_ai.evaluation.score.value": 1.0 if passed else 0.0})
+                return passed
             with self.tracer.operation("agent.judge", Category.EVALUATION) as op:
                 op.read(answer)
-                passed = gold.lower() in prediction.lower()
                 op.record_evaluation(passed, score=1.0 if passed else 0.0, question=question,
                                      prediction=prediction, gold=gold, evidence=evidence,
                                      answer=answer, case_id=case_id)

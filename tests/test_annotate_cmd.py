@@ -57,9 +57,11 @@ class StoredRun:
                 if (s.attributes or {}).get(MemTrace.EVALUATION_PASSED) is False}
 
 
-def run_agent_into(jaeger: JaegerEndpoints, service: str, *, capture_content: bool = True) -> StoredRun:
+def run_agent_into(jaeger: JaegerEndpoints, service: str, *, capture_content: bool = True,
+                   evaluator: str | None = None) -> StoredRun:
     """The offline agent's sessions and questions exported to ``jaeger`` as ``service``, no attribution;
-    returns once Jaeger holds every span."""
+    returns once Jaeger holds every span. With ``evaluator`` the answers are judged by that evaluator's
+    ``gen_ai.evaluation.result`` event on the question span, not by the agent's judge operation."""
     sys.path.insert(0, str(_EXAMPLES))
     try:
         import jaeger_writeback
@@ -74,7 +76,8 @@ def run_agent_into(jaeger: JaegerEndpoints, service: str, *, capture_content: bo
     provider.add_span_processor(SimpleSpanProcessor(reference))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=jaeger.otlp_http_traces,
                                                                     timeout=10, session=session)))
-    agent = TinyMemory(MemoryTracer(provider, capture_content=capture_content), provider.get_tracer(service))
+    agent = TinyMemory(MemoryTracer(provider, capture_content=capture_content), provider.get_tracer(service),
+                       evaluator=evaluator)
     jaeger_writeback.ingest(agent)
     jaeger_writeback.ask(agent)
     provider.shutdown()
@@ -164,6 +167,45 @@ def test_annotate_writes_each_failure_once_and_a_second_run_writes_nothing(
     assert again["annotated"] == 0 and again["spans_written"] == 0 and again["annotations"] == []
 
 
+def test_an_evaluators_failing_events_are_found_by_their_name(jaeger: JaegerEndpoints) -> None:
+    """No ``memtrace.evaluation.passed`` anywhere: the verdicts are an outside evaluator's GenAI events on
+    the question spans. Without ``--evaluation-name`` the search finds nothing to do; with it, each
+    failing result is attributed and annotated under the span it is on, and a second run writes nothing."""
+    run = run_agent_into(jaeger, f"memtrace-annotate-evaluator-{uuid.uuid4().hex[:8]}",
+                         evaluator="correctness")
+    judged = {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in run.sent
+              for e in s.events if e.name == "gen_ai.evaluation.result"}
+    failed = {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in run.sent
+              for e in s.events if (e.attributes or {}).get("gen_ai.evaluation.score.label") == "fail"}
+    assert len(judged) == 7 and 2 <= len(failed) < len(judged)  # some pass, some fail: not vacuous
+    assert not run.failed()  # no memtrace verdict at all
+
+    blind, outcome = _annotate(jaeger, run.service, "--dry-run")
+    assert blind.exit_code == 0, blind.output
+    assert outcome["failures"] == 0 and outcome["traces_searched"] == 0
+
+    first, outcome = _annotate(jaeger, run.service, "--evaluation-name", "correctness")
+    assert first.exit_code == 0, first.output
+    assert outcome["failures"] == len(failed) and outcome["annotated"] == len(failed)
+    assert {(row["trace_id"], row["span_id"]) for row in outcome["annotations"]} == failed
+    assert all(row["root_cause_span_id"] for row in outcome["annotations"])
+    deadline = time.monotonic() + 30
+    while True:  # each annotation lands under the question span that carries the failing result
+        under = {(t, s["references"][0]["spanID"].rjust(16, "0"))
+                 for t, _ in failed for s in _spans(jaeger, t)
+                 if s["operationName"] == AnnotationSpan.ATTRIBUTION and s.get("references")}
+        if failed <= under or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert under == failed
+
+    second, again = _annotate(jaeger, run.service, "--evaluation-name", "correctness",
+                              "--evaluation-name", "relevance")  # a name nobody wrote finds nothing more
+    assert second.exit_code == 0, second.output
+    assert again["failures"] == len(failed) and again["already_annotated"] == len(failed)
+    assert again["spans_written"] == 0
+
+
 def test_a_dry_run_writes_nothing(jaeger: JaegerEndpoints) -> None:
     run = run_agent_into(jaeger, f"memtrace-annotate-dry-{uuid.uuid4().hex[:8]}")
     result, outcome = _annotate(jaeger, run.service, "--dry-run")
@@ -241,13 +283,19 @@ def test_tempo_searches_the_boolean_attribute_unquoted() -> None:
         assert isinstance(client, FailureSearch)
         fetch = client.search_failed_evaluations(service="svc", start_unix_nano=0, end_unix_nano=10**18,
                                                  limit=7)
+        named = client.search_evaluator_results('say "no"', service="svc", start_unix_nano=0,
+                                                end_unix_nano=10**18, limit=7)
     finally:
         server.shutdown()
         server.server_close()
     assert fetch.problems == [] and fetch.received == set() and not fetch.limited
-    (query,) = asked
+    assert named.problems == [] and named.received == set()
+    query, by_name = asked
     assert query["q"] == ['{ resource.service.name = "svc" && span.memtrace.evaluation.passed = false }']
     assert query["limit"] == ["7"]
+    # an evaluator's name is an attribute of the span's event: TraceQL's event scope, the value quoted
+    assert by_name["q"] == ['{ resource.service.name = "svc" && '
+                            'event.gen_ai.evaluation.name = "say \\"no\\"" }']
 
 
 def test_a_search_that_hits_the_limit_is_exit_3(jaeger: JaegerEndpoints, stored: StoredRun) -> None:

@@ -8,7 +8,9 @@ set up, or while it was down) get their annotations from here, with nothing else
 The run, each step the library's own:
 
 1. the backend's search for failed evaluations
-   (:class:`~memtrace_otel.spans.backend.FailureSearch`), per ``--service``, in the window;
+   (:class:`~memtrace_otel.spans.backend.FailureSearch`), per ``--service``, in the window, and with
+   ``--evaluation-name`` for an evaluator's ``gen_ai.evaluation.result`` events of that name (the
+   graph's :class:`~memtrace_otel.signals.FailureRule` says which of them failed);
 2. failures whose evaluation already has its ``memtrace.attribution`` child span are skipped: the
    command is idempotent, a second run over the same window writes nothing;
 3. :func:`~memtrace_otel.attribution.runner.load_graph` gathers the traces the rest need (span
@@ -142,20 +144,28 @@ class _Found:
         return done
 
 
-def _search(backend: FailureSearch, services: Sequence[str], start: float, end: float, limit: int,
-            bar: Progress | None) -> _Found:
+def _search(backend: FailureSearch, services: Sequence[str], evaluation_names: Sequence[str], start: float,
+            end: float, limit: int, bar: Progress | None) -> _Found:
+    """Per service: its failed ``record_evaluation`` verdicts, then each named evaluator's results.
+
+    A trace two searches find is read twice; :class:`~memtrace_otel.spans.readers.SpanReadResult`
+    keeps one copy of each span.
+    """
     found = _Found()
-    task = bar.add_task("searching", total=len(services)) if bar is not None else None
+    window = {"start_unix_nano": int(start * 1e9), "end_unix_nano": int(end * 1e9), "limit": limit}
+    task = bar.add_task("searching", total=len(services) * (1 + len(evaluation_names))) if bar else None
     for service in services:
-        fetch = backend.search_failed_evaluations(service=service, start_unix_nano=int(start * 1e9),
-                                                  end_unix_nano=int(end * 1e9), limit=limit)
-        found.spans.add(fetch.spans)
-        found.problems.extend(fetch.problems)
-        found.searched += not fetch.problems or bool(fetch.received)
-        if fetch.limited:
+        fetches = [backend.search_failed_evaluations(service=service, **window)]
+        for name in evaluation_names:
+            fetches.append(backend.search_evaluator_results(name, service=service, **window))
+        for fetch in fetches:
+            found.spans.add(fetch.spans)
+            found.problems.extend(fetch.problems)
+            found.searched += not fetch.problems or bool(fetch.received)
+            if bar is not None and task is not None:
+                bar.advance(task)
+        if any(fetch.limited for fetch in fetches):
             found.limited.append(service)
-        if bar is not None and task is not None:
-            bar.advance(task)
     return found
 
 
@@ -276,6 +286,10 @@ def _iso(seconds: float) -> str:
 @click.option("--until", type=_TimeParam(), default=None, help="Window end (default: now).")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True,
               help="Most traces with failures taken per service and run (the newest); bounds the run.")
+@click.option("--evaluation-name", "evaluation_names", multiple=True, metavar="NAME",
+              help="Also search for an evaluator's gen_ai.evaluation.result events of this "
+                   "gen_ai.evaluation.name (repeatable); a result fails by its label, or a score under "
+                   "MEMTRACE_EVALUATION_FAIL_BELOW, as in analyze.")
 @click.option("--backend-otlp", "otlp_url", metavar="URL",
               help="OTLP/HTTP endpoint of the same backend, where the annotations go (e.g. "
                    "http://127.0.0.1:4318; /v1/traces is added when missing).")
@@ -288,11 +302,14 @@ def _iso(seconds: float) -> str:
 @click.pass_context
 def annotate_command(
     ctx: click.Context, jaeger_url: str | None, tempo_url: str | None, services: tuple[str, ...],
-    lookback: float, since: float | None, until: float | None, limit: int, otlp_url: str | None,
-    dry_run: bool, engine: str, store_lookback: float, content_store: str | None, as_json: bool,
+    lookback: float, since: float | None, until: float | None, limit: int,
+    evaluation_names: tuple[str, ...], otlp_url: str | None, dry_run: bool, engine: str,
+    store_lookback: float, content_store: str | None, as_json: bool,
 ) -> None:
     """Annotate the failed evaluations stored in Jaeger (--jaeger) or Tempo (--tempo) in a time window.
 
+    The failures are record_evaluation's verdicts (memtrace.evaluation.passed=false) and, with
+    --evaluation-name, an evaluator's failing gen_ai.evaluation.result events of that name.
     Each failure gets its memtrace.attribution span (under the evaluation) and memtrace.root_cause
     span (under the blamed operation), written by OTLP to --backend-otlp; failures annotated before
     are skipped, so running it again (from cron) writes only what is new. Never prompts.
@@ -322,7 +339,7 @@ def annotate_command(
     bar = Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), console=stderr, transient=True, disable=not show_bar)
     with bar:
-        found = _search(backend, services, start, end, limit, bar)
+        found = _search(backend, services, evaluation_names, start, end, limit, bar)
         if not found.searched:
             report_problems(found.problems, strict=False)
             raise click.ClickException(f"no search of {safe_text(backend.name)} answered; nothing annotated")

@@ -67,9 +67,11 @@ class TraceSearch(Protocol):
 @runtime_checkable
 class FailureSearch(Protocol):
     """A backend that can find the traces holding a failed evaluation
-    (``memtrace.evaluation.passed = false``) in a time window: what ``memtrace annotate`` works on.
+    (``memtrace.evaluation.passed = false``), or an evaluator's results, in a time window: what
+    ``memtrace annotate`` works on.
 
-    Its own call because the attribute is a boolean, which each backend's search spells its own way.
+    Their own calls because the attribute is a boolean, and an evaluator's result is a span event's
+    attribute, which each backend's search spells its own way.
     Implementations are thread-safe.
     """
 
@@ -80,4 +82,12 @@ class FailureSearch(Protocol):
         """The spans (whole traces) of up to ``limit`` traces of ``service`` with a failed evaluation
         span started within the window; ``limited`` when ``limit`` was reached. Bounded in time,
         never raises for a bad answer."""
+        ...
+
+    def search_evaluator_results(self, name: str, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                 limit: int) -> BackendFetch:
+        """The spans (whole traces) of up to ``limit`` traces of ``service`` with a span that carries a
+        ``gen_ai.evaluation.result`` event whose ``gen_ai.evaluation.name`` is ``name`` (an evaluator's
+        result, passing or not: whether it failed is the graph's :class:`~memtrace_otel.signals.FailureRule`
+        to say). Bounded in time, never raises for a bad answer."""
         ...

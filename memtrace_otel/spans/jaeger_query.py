@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.spans.backend import BackendFetch
 from memtrace_otel.spans.http_fetch import (
     Bounds,
@@ -176,6 +176,18 @@ class JaegerQueryClient:
         Jaeger's tag search compares a boolean tag by its text, so ``"false"`` finds it. Never raises.
         """
         return self.search_traces(MemTrace.EVALUATION_PASSED, "false", service=service,
+                                  start_unix_nano=start_unix_nano, end_unix_nano=end_unix_nano, limit=limit)
+
+    def search_evaluator_results(self, name: str, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                 limit: int) -> BackendFetch:
+        """Traces of ``service`` with an evaluator's ``gen_ai.evaluation.result`` named ``name`` in the
+        window, whole; a :class:`~memtrace_otel.spans.backend.FailureSearch`.
+
+        An event's attributes are a span log's fields in Jaeger, and its tag search matches those too
+        (span tags, process tags and log fields), so the evaluation's name finds the span it is on.
+        Never raises.
+        """
+        return self.search_traces(GenAI.EVALUATION_NAME, name, service=service,
                                   start_unix_nano=start_unix_nano, end_unix_nano=end_unix_nano, limit=limit)
 
     def _take(self, trace_id: str, url: str, outcome: Any, fetch: BackendFetch) -> str:

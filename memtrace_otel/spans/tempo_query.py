@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.spans.backend import BackendFetch
 from memtrace_otel.spans.http_fetch import (
     Bounds,
@@ -227,6 +227,18 @@ class TempoQueryClient:
                  f"span.{_traceql_name(MemTrace.EVALUATION_PASSED)} = false }}")
         return self._search(query, "failed evaluations", start_unix_nano, end_unix_nano, limit)
 
+    def search_evaluator_results(self, name: str, *, service: str, start_unix_nano: int, end_unix_nano: int,
+                                 limit: int) -> BackendFetch:
+        """Traces of ``service`` with an evaluator's ``gen_ai.evaluation.result`` named ``name`` in the
+        window, fetched whole; a :class:`~memtrace_otel.spans.backend.FailureSearch`.
+
+        The name is an attribute of the span's event, so TraceQL reads it in the ``event.`` scope.
+        Never raises: a failed search is one problem.
+        """
+        query = (f"{{ resource.service.name = {_traceql_string(service)} && "
+                 f"event.{_traceql_name(GenAI.EVALUATION_NAME)} = {_traceql_string(name)} }}")
+        return self._search(query, f"evaluator results {name!r}", start_unix_nano, end_unix_nano, limit)
+
     def _search(self, query: str, what: str, start_unix_nano: int, end_unix_nano: int,
                 limit: int) -> BackendFetch:
         """The traces a TraceQL ``query`` finds in the window, fetched whole; ``what`` names it in errors."""
@@ -315,5 +327,6 @@ def _traceql_string(text: str) -> str:
 
 
 def _traceql_name(attribute: str) -> str:
-    """An attribute name as TraceQL takes it after ``span.``: bare when it can be, else quoted."""
+    """An attribute name as TraceQL takes it after a scope (``span.``, ``event.``): bare when it can be,
+    else quoted."""
     return attribute if _BARE_NAME.fullmatch(attribute) else _traceql_string(attribute)
