@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel.semconv import AnnotationSpan, MemTrace, MemTraceAttribution
+from memtrace_otel.spans.model import SpanRecord
 
 from process_harness import LoggedProcess, loopback_env, spawn_logged, stop_process
 
@@ -339,6 +340,41 @@ class _SentBackend:
         return fetch
 
 
+_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def offline_agent_spans() -> list[ReadableSpan]:
+    """The spans of the offline memory agent of ``examples/`` (content capture off): its sessions,
+    then its questions, one trace each, through a real SDK pipeline. q5's answer was written in a
+    session its search missed, so only a store search reaches it."""
+    from memtrace_otel import MemoryTracer
+
+    sys.path.insert(0, str(_EXAMPLES))
+    try:
+        from jaeger_writeback import ingest
+        from offline_memory_agent import QUESTIONS, TinyMemory
+    finally:
+        sys.path.remove(str(_EXAMPLES))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "memory-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = TinyMemory(MemoryTracer(provider, capture_content=False), provider.get_tracer("agent"))
+    ingest(agent)
+    for case_id, question, gold, evidence in QUESTIONS:
+        agent.answer(case_id, question, gold, evidence)
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def sent_records(sent: Sequence[ReadableSpan]) -> list[SpanRecord]:
+    """``sent`` as span records, through the OTLP protobuf encoding, as they reach ``serve``."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from memtrace_otel.collector.otlp_proto import records_from_request
+
+    return records_from_request(encode_spans(list(sent)), "sent", [])
+
+
 def reference_verdicts(sent: Sequence[ReadableSpan], *, view: str = "serve",
                        engine: str = "lineage") -> dict[tuple[str, str], Verdict]:
     """What the engine says about each failed evaluation, keyed by evaluation (trace id, span id).
@@ -350,16 +386,13 @@ def reference_verdicts(sent: Sequence[ReadableSpan], *, view: str = "serve",
     ``view="whole"`` judges with every span sent in one graph, as a batch ``memtrace analyze``
     over all traces would. The spans go through the OTLP protobuf encoding, as they reach serve.
     """
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from memtrace_otel.collector.otlp_proto import records_from_request
     from memtrace_otel.graph.build import build_graph
     from memtrace_otel.graph.query import failed_evaluations
     from memtrace_otel.spans.linked import fetch_linked_traces
     from memtrace_otel.spans.readers import SpanReadResult
     from memtrace_otel.spans.store_scope import fetch_store_traces
 
-    records = records_from_request(encode_spans(list(sent)), "sent", [])
+    records = sent_records(sent)
     if view == "whole":
         return _verdicts(build_graph(records), None, engine)
     if view not in ("serve", "linked"):

@@ -4,24 +4,19 @@ the one process pool (attribution/runner)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import memtrace_otel
-from memtrace_otel import MemoryTracer
 from memtrace_otel.attribution import runner
 from memtrace_otel.cli import main
-from memtrace_otel.collector.otlp_proto import records_from_request
 from memtrace_otel.semconv import WRITEBACK_SCOPE, MemTrace
 from memtrace_otel.spans.gather import BackendChoiceError, gather_traces, open_backend
 from memtrace_otel.spans.jaeger_query import JaegerQueryClient
@@ -31,34 +26,15 @@ from memtrace_otel.spans.readers import SpanReadResult
 from memtrace_otel.spans.tempo_query import TempoQueryClient
 from memtrace_otel.writeback.annotations import annotate
 
-from serve_harness import _SentBackend, reference_verdicts
-
-_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from serve_harness import _SentBackend, offline_agent_spans, reference_verdicts, sent_records
 
 
 @pytest.fixture(scope="module")
 def agent_spans() -> list[ReadableSpan]:
-    """The offline memory agent of ``examples/``: q5's answer was written in a session its search
-    missed, so only a store search reaches it."""
-    sys.path.insert(0, str(_EXAMPLES))
-    try:
-        from jaeger_writeback import ingest
-        from offline_memory_agent import QUESTIONS, TinyMemory
-    finally:
-        sys.path.remove(str(_EXAMPLES))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "memory-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    agent = TinyMemory(MemoryTracer(provider, capture_content=False), provider.get_tracer("agent"))
-    ingest(agent)
-    for case_id, question, gold, evidence in QUESTIONS:
-        agent.answer(case_id, question, gold, evidence)
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
+    return offline_agent_spans()
 
 
-def _records(spans: Sequence[ReadableSpan]) -> list[SpanRecord]:
-    return records_from_request(encode_spans(list(spans)), "sent", [])
+_records = sent_records
 
 
 class _Recording(_SentBackend):

@@ -7,51 +7,26 @@ Tempo searches are tested with their clients (test_spans_jaeger_client, test_spa
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
-from memtrace_otel import MemoryTracer
-from memtrace_otel.collector.otlp_proto import records_from_request
 from memtrace_otel.semconv import WRITEBACK_SCOPE, GenAI, MemTrace
 from memtrace_otel.spans.backend import BackendFetch, TraceSearch
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.readers import SpanReadResult
 from memtrace_otel.spans.store_scope import fetch_store_traces, stores_used
 
-from serve_harness import _SentBackend, reference_verdicts
-
-_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from serve_harness import _SentBackend, offline_agent_spans, reference_verdicts, sent_records
 
 
 @pytest.fixture(scope="module")
 def agent_spans() -> list[ReadableSpan]:
-    sys.path.insert(0, str(_EXAMPLES))
-    try:
-        from jaeger_writeback import ingest
-        from offline_memory_agent import QUESTIONS, TinyMemory
-    finally:
-        sys.path.remove(str(_EXAMPLES))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "memory-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    agent = TinyMemory(MemoryTracer(provider, capture_content=False), provider.get_tracer("agent"))
-    ingest(agent)
-    for case_id, question, gold, evidence in QUESTIONS:
-        agent.answer(case_id, question, gold, evidence)
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
+    return offline_agent_spans()
 
 
-def _records(spans: Sequence[ReadableSpan]) -> list[SpanRecord]:
-    return records_from_request(encode_spans(list(spans)), "sent", [])
+_records = sent_records
 
 
 def _question_trace(records: list[SpanRecord], case: str) -> str:
