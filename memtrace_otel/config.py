@@ -276,6 +276,13 @@ def env_seconds(name: str, default: float) -> float:
     return _env_number(name, default, float, lambda value: 0 < value < math.inf, "a number of seconds > 0")
 
 
+def env_millis(name: str, default: float) -> float:
+    """Read a positive, finite number of milliseconds (the unit of the SDK's ``OTEL_*_INTERVAL``
+    variables) from the environment, or warn once and use ``default``."""
+    return _env_number(name, default, float, lambda value: 0 < value < math.inf,
+                       "a number of milliseconds > 0")
+
+
 def backend_bounds_from_env() -> tuple[float, float]:
     """``(timeout, deadline)`` of trace-backend fetches: ``MEMTRACE_BACKEND_TIMEOUT`` (per request,
     default 10 s) and ``MEMTRACE_BACKEND_DEADLINE`` (a whole fetch, default 60 s)."""
