@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtrace_otel.graph.attributes import a_type, report
-from memtrace_otel.semconv import GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
+from memtrace_otel.semconv import MEMORY_OPERATIONS, GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanRecord
 
 __all__ = ["has_stages", "stage_records"]
@@ -37,6 +37,7 @@ __all__ = ["has_stages", "stage_records"]
 _STAGE, _STEP, _ID, _START = MemTraceEvent.STAGE, MemTraceEvent.STEP, MemTraceStage.ID, MemTraceStage.START
 _INPUTS, _OUTPUTS, _STEPS = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.STEP_NAMES
 _HEX = frozenset("0123456789abcdef")
+_MEMORY_OPERATIONS = frozenset(str(operation) for operation in MEMORY_OPERATIONS)
 
 
 def has_stages(span: SpanRecord) -> bool:
@@ -87,13 +88,23 @@ def stage_records(span: SpanRecord, problems: list[Problem]) -> list[SpanRecord]
                                                "is used")
             start = end
         steps = explicit.get(stage_id) or _chain(attributes, event.time_unix_nano)
-        name = attributes.get(MemTrace.OPERATION_NAME)
         stages.append(SpanRecord(
-            span.trace_id, stage_id, name if type(name) is str and name else span.name, span.span_id,
+            span.trace_id, stage_id, _span_name(attributes, span.name), span.span_id,
             start, max(start, end), attributes, steps, [],
             "ERROR" if GenAI.ERROR_TYPE in attributes else "UNSET", "", span.service_name, span.source,
             "INTERNAL", span.scope_name, span.scope_version, span.resource_attributes))
     return stages
+
+
+def _span_name(attributes: dict[str, Any], host: str) -> str:
+    """The name the stage's span would have had: a memory operation's ``gen_ai.operation.name`` (the
+    GenAI conventions name a memory-client span so), else its ``memtrace.operation.name``, else the
+    name of the span it is on."""
+    gen_ai = attributes.get(GenAI.OPERATION_NAME)
+    if type(gen_ai) is str and gen_ai in _MEMORY_OPERATIONS:
+        return gen_ai
+    name = attributes.get(MemTrace.OPERATION_NAME)
+    return name if type(name) is str and name else host
 
 
 def _chain(attributes: dict[str, Any], time: int) -> list[SpanEvent]:

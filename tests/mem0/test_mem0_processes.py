@@ -20,7 +20,7 @@ from mem0_script import add_replies, decision
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import mem0_generation
-from memtrace_otel.semconv import ErrorType, MemTrace
+from memtrace_otel.semconv import ErrorType, MemTrace, MemTraceEvent, MemTraceStage
 from memtrace_otel.spans import read_span_files
 
 HERE = Path(__file__).resolve().parent
@@ -59,9 +59,9 @@ def test_search_in_another_process_links_to_the_writer(llm_server: Any, tmp_path
     writer = {s.attributes[name]: s for s in ingest if name in s.attributes}
     (search,) = [s for s in spans_of(tmp_path / "spans" / "2-ask.jsonl")
                  if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search"]
-    create = writer["mem0.create"]
-    assert search.trace_id != create.trace_id
-    assert [(link.trace_id, link.span_id) for link in search.links] == [(create.trace_id, create.span_id)]
+    add = writer["mem0.add"]  # its create_memory stage event wrote the record
+    assert "mem0.create" not in writer and search.trace_id != add.trace_id
+    assert [(link.trace_id, link.span_id) for link in search.links] == [(add.trace_id, add.span_id)]
     G = build_graph(read_span_files([tmp_path / "spans"]).spans)
     message = next(v for v in writer["mem0.add"].attributes[MemTrace.OUTPUTS] if v.startswith("msg:"))
     assert nx.has_path(G, message, "answer:q1@1")  # message -> facts -> record -> context -> answer
@@ -99,9 +99,14 @@ def test_analyze_blames_the_mem0_operation(kind: ErrorType, operation: str, llm_
     assert done.returncode == 0, done.stderr
     (failure,) = json.loads(done.stdout)["failures"]
     assert (failure["error_type"], failure["operation_name"]) == (kind.value, operation)
-    blamed = next(s for s in read_span_files([tmp_path / "spans"]).spans if s.span_id == failure["span_id"])
-    if kind is not ErrorType.RETRIEVAL:  # the span that changed the very record holding the fact
-        assert blamed.attributes["gen_ai.memory.record.id"] == record
+    if kind is not ErrorType.RETRIEVAL:  # the operation that changed the very record holding the fact
+        # A change decided inside an add is a stage event of its span (found by its stage id).
+        spans = read_span_files([tmp_path / "spans"]).spans
+        attributes = [s.attributes for s in spans if s.span_id == failure["span_id"]]
+        attributes += [e.attributes for s in spans for e in s.events if e.name == MemTraceEvent.STAGE
+                       and e.attributes.get(MemTraceStage.ID) == failure["span_id"]]
+        (blamed,) = attributes
+        assert blamed["gen_ai.memory.record.id"] == record
 
 
 APP = f"""
@@ -128,4 +133,5 @@ def test_opentelemetry_instrument_needs_no_code_change(llm_server: Any, tmp_path
     assert done.returncode == 0, done.stderr[-4000:]
     names = {line.split('"name": "', 1)[1].split('"', 1)[0] for line in done.stdout.splitlines()
              if line.startswith('    "name": "')}
-    assert {"upsert_memory", "search_memory", "create_memory"} <= names
+    assert {"upsert_memory", "search_memory"} <= names
+    assert '"gen_ai.operation.name": "create_memory"' in done.stdout  # the add's create_memory event

@@ -52,14 +52,14 @@ def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm
     assert add.name == "upsert_memory"  # the GenAI conventions' {gen_ai.operation.name}
     assert add.attributes[GenAI.OPERATION_NAME] == "upsert_memory"
     assert add.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
-    # Two spans: add, and the record it created (a child, even from mem0's worker thread) ...
-    assert set(spans) == {"mem0.add", "mem0.create"}
-    (create,) = spans["mem0.create"]
-    assert create.parent is not None and create.parent.span_id == add.context.span_id
-    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
-    # ... and the internal stages as events of add, each with its own id and lineage.
+    # One span: the internal stages, and the record it created, are events of add (even from mem0's
+    # worker thread), each with its own id and lineage.
+    assert set(spans) == {"mem0.add"}
     stages = stages_of(add)
-    expected = {"mem0.add.extract", "mem0.add.search"}
+    (create,) = stages["mem0.create"]
+    assert create[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
+    assert (create[GenAI.OPERATION_NAME], create[GenAI.MEMORY_RECORD_ID]) == ("create_memory", record)
+    expected = {"mem0.add.extract", "mem0.add.search", "mem0.create"}
     assert set(stages) == (expected | {"mem0.add.decide"} if mem0_generation() == 1 else expected)
     ids = [s[MemTraceStage.ID] for found in stages.values() for s in found]
     assert len(set(ids)) == len(ids) and all(len(i) == 16 and i != f"{add.context.span_id:016x}" for i in ids)
@@ -69,13 +69,17 @@ def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm
     facts = next(v for v in extract[MemTrace.OUTPUTS] if "facts" in v)
     assert facts.startswith(f"mem0.facts:{extract[MemTraceStage.ID]}@")  # named by the stage, not the span
     # prompt -> response -> facts; 1.x decides from the facts, 2.x stores them directly
-    reader = stages["mem0.add.decide"][0] if mem0_generation() == 1 else dict(create.attributes)
+    reader = stages["mem0.add.decide"][0] if mem0_generation() == 1 else create
     assert facts in reader[MemTrace.INPUTS]
     G = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
     node = f"op:{add.context.trace_id:032x}:{extract[MemTraceStage.ID]}"
     assert G.nodes[node]["stage_of"] == f"{add.context.span_id:016x}"
     assert [s["name"] for s in G.nodes[node]["steps"]] == ["prompt", "response", "parse"]
     assert G.has_edge(node, facts) and G.nodes[node]["category"] == "extraction"
+    # The write is the operation node its span made: named as the conventions name that span.
+    writer = f"op:{add.context.trace_id:032x}:{create[MemTraceStage.ID]}"
+    assert G.has_edge(writer, f"mem0:{record}@1") and G.nodes[writer]["span_name"] == "create_memory"
+    assert G.nodes[writer]["stage_of"] == f"{add.context.span_id:016x}"
 
 
 def test_stage_spans_switch_keeps_the_older_shape(tracer_provider: Any, memory: Any, llm_server: Any,
@@ -101,10 +105,15 @@ def test_stage_spans_switch_keeps_the_older_shape(tracer_provider: Any, memory: 
 def test_record_metadata_carries_the_writer(instrumented: Any, memory: Any, llm_server: Any,
                                              span_exporter: InMemorySpanExporter) -> None:
     record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
-    (create,) = spans_by_name(span_exporter)["mem0.create"]
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    (create,) = stages_of(add)["mem0.create"]
     metadata = memory.get(record)["metadata"]
     assert metadata[RecordMetadata.VARIABLE] == f"mem0:{record}@1"
-    assert metadata[RecordMetadata.TRACEPARENT].split("-")[2] == f"{create.context.span_id:016x}"
+    # The record names the span its write is an event of; the graph makes the write its writer.
+    assert metadata[RecordMetadata.TRACEPARENT].split("-")[2] == f"{add.context.span_id:016x}"
+    G = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
+    assert list(G.predecessors(f"mem0:{record}@1")) == [
+        f"op:{add.context.trace_id:032x}:{create[MemTraceStage.ID]}"]
 
 
 def test_update_then_delete_are_versions(instrumented: Any, memory: Any, llm_server: Any,
@@ -133,17 +142,18 @@ def test_v1_scripted_decisions_change_records_inside_add(instrumented: Any, memo
     llm_server.enqueue(*add_replies(["Moved to Porto"], [decision("UPDATE", "Moved to Porto", "0")]))
     memory.add("Actually I moved to Porto.", user_id=USER)
     spans = spans_by_name(span_exporter)
-    (update,) = spans["mem0.update"]
+    assert "mem0.update" not in spans  # an event of the add that decided it
+    (update,) = stages_of(spans["mem0.add"][-1])["mem0.update"]
     decide = stages_of(spans["mem0.add"][-1])["mem0.add.decide"][-1]
     decisions = next(v for v in decide[MemTrace.OUTPUTS] if v.startswith("mem0.decisions"))
-    assert update.parent.span_id == spans["mem0.add"][-1].context.span_id
-    assert set(update.attributes[MemTrace.INPUTS]) == {decisions, f"mem0:{record}@1"}
-    assert update.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@2",)
+    assert set(update[MemTrace.INPUTS]) == {decisions, f"mem0:{record}@1"}
+    assert update[MemTrace.OUTPUTS] == (f"mem0:{record}@2",)
+    assert (update[GenAI.OPERATION_NAME], update[GenAI.MEMORY_RECORD_ID]) == ("update_memory", record)
     assert f"mem0:{record}@1" in decide[MemTrace.INPUTS]  # the existing memory it was shown
-    # The add span links the record's writer once (the decision and the search both read it).
-    (create,) = spans["mem0.create"]
+    # The add span links the record's writer (the first add) once (the decision, the search and the
+    # update all read it).
     links = [link.context.span_id for link in spans["mem0.add"][-1].links]
-    assert links.count(create.context.span_id) == 1
+    assert links.count(spans["mem0.add"][0].context.span_id) == 1
 
 
 def test_search_links_to_the_writer_and_records_scores(instrumented: Any, memory: Any, llm_server: Any,
@@ -151,14 +161,14 @@ def test_search_links_to_the_writer_and_records_scores(instrumented: Any, memory
     record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
     found = memory.search("Where did the user move?", **scope(user_id=USER))["results"]
     (search,) = spans_by_name(span_exporter)["mem0.search"]
-    (create,) = spans_by_name(span_exporter)["mem0.create"]
+    (add,) = spans_by_name(span_exporter)["mem0.add"]  # its create_memory event wrote the record
     assert [r["id"] for r in found] == [record]
     assert search.name == "search_memory"
     # A search does not apply to the record it found: no record id (the conventions keep it for a
     # create, update or delete of one record), the count instead.
     assert GenAI.MEMORY_RECORD_ID not in search.attributes
     assert search.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
-    assert [link.context.span_id for link in search.links] == [create.context.span_id]
+    assert [link.context.span_id for link in search.links] == [add.context.span_id]
 
 
 def test_errors_mark_the_span_and_reraise(instrumented: Any, memory: Any,
@@ -185,9 +195,9 @@ def test_async_memory_shares_the_lifecycle(instrumented: Any, llm_server: Any, t
 
     record = asyncio.run(run())
     spans = spans_by_name(span_exporter)
-    (add,), (create,) = spans["mem0.add"], spans["mem0.create"]
-    assert create.parent.span_id == add.context.span_id
-    assert create.attributes[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
+    (add,) = spans["mem0.add"]
+    (create,) = stages_of(add)["mem0.create"]
+    assert create[MemTrace.OUTPUTS] == (f"mem0:{record}@1",)
     assert spans["mem0.search"][0].attributes[GenAI.MEMORY_RECORD_COUNT] == 1
 
 
@@ -277,11 +287,12 @@ def test_content_capture_puts_query_and_records_on_search(
     assert (item["id"], item["content"]) == (record, "Moved to Lisbon") and isinstance(item["score"], float)
     # The records a create and an upsert stored: the same id the search returns, so a reader of the
     # GenAI keys alone can tie the search to the create (the opt-in attribute covers both).
-    (create,), (add,) = spans["mem0.create"], spans["mem0.add"]
-    for stored in (create, add):
-        records = json.loads(stored.attributes[GenAI.MEMORY_RECORDS])
+    (add,) = spans["mem0.add"]
+    (create,) = stages_of(add)["mem0.create"]  # the create_memory stage event of the add
+    for stored in (create, add.attributes):
+        records = json.loads(stored[GenAI.MEMORY_RECORDS])
         assert records == [{"id": record, "content": "Moved to Lisbon"}]
-    assert create.attributes[GenAI.MEMORY_RECORD_ID] == record
+    assert create[GenAI.MEMORY_RECORD_ID] == record
 
 
 def test_content_is_off_by_default(no_content_env: None, instrumented: Any, memory: Any, llm_server: Any,

@@ -51,7 +51,7 @@ class StoreHooks:
         self._stage_spans = stage_spans
         """``add``'s stages as child spans (the older shape) instead of events of its span."""
         for spec in llm_specs:
-            spec.as_event = not stage_spans  # type: ignore[attr-defined]
+            spec.as_event = not stage_spans
         self._llm_specs = llm_specs
         self._lock = threading.Lock()
         self._hooked: frozenset[type] = frozenset()
@@ -99,7 +99,7 @@ class StoreHooks:
             spec.as_event = not self._stage_spans
             return wrapper_for(self._tracer, spec, function)
         if name == "insert":
-            return _insert_wrapper(self._tracer, function)
+            return _insert_wrapper(self._tracer, function, not self._stage_spans)
         return _CHANGE_HOOKS[name](Binder.of(function))
 
 
@@ -129,10 +129,12 @@ def _llm_wrapper(tracer: MemoryTracer, specs: tuple[MethodSpec, ...],
     return wrapper
 
 
-def _insert_wrapper(tracer: MemoryTracer, function: Callable[..., Any]) -> Wrapper:
+def _insert_wrapper(tracer: MemoryTracer, function: Callable[..., Any], as_event: bool) -> Wrapper:
     """Inserts write new memory-unit versions: in ``_create_memory``'s operation, or a batch of ``add``."""
     bind = Binder.of(function)
-    batch = wrapper_for(tracer, BatchCreateSpec("mem0.create", Category.EXTRACTION), function)
+    spec = BatchCreateSpec("mem0.create", Category.EXTRACTION)
+    spec.as_event = as_event
+    batch = wrapper_for(tracer, spec, function)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
         scope = _own_store(instance)

@@ -78,6 +78,9 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
         specs = method_specs()
         for spec in specs.values():
             spec.hooks = self._hooks
+            # The internal writes (_create_memory ...) an add makes are events of its span too: a
+            # public call has no add around it, and stays a span (MethodSpec.open decides per call).
+            spec.as_event = not stage_spans
         for class_name in _CLASSES:
             cls = getattr(module, class_name)
             for method in version.METHODS:

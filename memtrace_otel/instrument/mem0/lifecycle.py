@@ -25,6 +25,8 @@ import wrapt
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, reset_scope, set_scope
+from memtrace_otel.instrument.mem0.stages import StageOperation
+from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
@@ -61,6 +63,9 @@ class MethodSpec:
     gen_ai: GenAIOperation | None = None
     hooks: Any = None
     """The instrumentor's ``StoreHooks``: a traced call hooks its memory's store and LLM first."""
+    as_event = False
+    """Inside a traced ``add``: a ``memtrace.stage`` event of the ``add`` span (:mod:`.stages`), not a
+    child span. The instrumentor sets it on ``add``'s stages and writes unless asked for stage spans."""
 
     def __init__(self, name: str, category: Category) -> None:
         self.name = name
@@ -84,14 +89,28 @@ class MethodSpec:
         if self.hooks is not None:
             self.hooks.ensure(memory)
         gen_ai = self.gen_ai_operation(arguments)
+        op: Operation
+        if self.as_event and parent is not None and parent.role is Role.ADD:
+            if parent.stage_links is None:
+                parent.stage_links = set()
+            attributes = None
+            if gen_ai:  # a write: the GenAI memory-client attributes its span would start with
+                attributes = self._operation(tracer, memory, gen_ai, arguments)._start
+            op = StageOperation(tracer, self.name, self.category, parent.op, parent.stage_links,
+                                attributes=attributes, gen_ai_operation=gen_ai)
+        else:
+            op = self._operation(tracer, memory, gen_ai, arguments)
+        return Scope(memory, op, self.role, record_id=self.record_id(arguments), registry=tracer.registry)
+
+    def _operation(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
+                   arguments: Arguments) -> Operation:
         store, address, port = _store_and_server(memory)
         if not gen_ai:
             address = port = None
-        op = tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store,
-                              record_id=self.record_id(arguments) if gen_ai else None,
-                              provider=PROVIDER if gen_ai else None, server_address=address,
-                              server_port=port)
-        return Scope(memory, op, self.role, record_id=self.record_id(arguments), registry=tracer.registry)
+        return tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store,
+                                record_id=self.record_id(arguments) if gen_ai else None,
+                                provider=PROVIDER if gen_ai else None, server_address=address,
+                                server_port=port)
 
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
         """After the operation started, before the wrapped call."""

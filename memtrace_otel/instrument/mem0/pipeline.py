@@ -48,13 +48,8 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
 
 
 class _StageSpec(MethodSpec):
-    """A stage of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory.
-
-    ``as_event``: the stage is a ``memtrace.stage`` event of the ``add`` span (:mod:`.stages`), not
-    a child span; the instrumentor sets it (the default) unless asked for stage spans.
-    """
-
-    as_event = False
+    """A stage of ``add``'s pipeline: traced only inside a traced ``add`` of the same memory
+    (a ``memtrace.stage`` event of its span unless the instrumentor was asked for stage spans)."""
 
     def applies(self, instance: Any, arguments: Arguments, parent: Scope | None) -> bool:
         return parent is not None and parent.role is Role.ADD and instance is self.target(parent)
@@ -66,11 +61,6 @@ class _StageSpec(MethodSpec):
         return parent.memory if parent is not None else instance
 
     def open(self, tracer: Any, instance: Any, arguments: Arguments, parent: Scope | None) -> Scope:
-        if self.as_event and parent is not None:
-            if parent.stage_links is None:
-                parent.stage_links = set()
-            op = StageOperation(tracer, self.name, self.category, parent.op, parent.stage_links)
-            return Scope(parent.memory, op, self.role, registry=tracer.registry, parent=parent)
         scope = super().open(tracer, instance, arguments, parent)
         scope.parent = parent
         return scope

@@ -35,7 +35,15 @@ from opentelemetry.util.types import AttributeValue
 from memtrace_otel.config import env_flag
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
-from memtrace_otel.semconv import Category, GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
+from memtrace_otel.semconv import (
+    Category,
+    GenAI,
+    GenAIOperation,
+    MemTrace,
+    MemTraceEvent,
+    MemTraceStage,
+    MemTraceStep,
+)
 
 __all__ = ["StageOperation", "stage_spans_default"]
 
@@ -101,9 +109,14 @@ class StageOperation(Operation):
     """
 
     def __init__(self, tracer: MemoryTracer, name: str, category: Category, host: Operation,
-                 linked: set[int]) -> None:
-        start = {MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
-        super().__init__(tracer, name, category, span_name=name, kind=SpanKind.INTERNAL, attributes=start)
+                 linked: set[int], *, attributes: dict[str, Any] | None = None,
+                 gen_ai_operation: GenAIOperation | None = None) -> None:
+        # ``attributes``: the start attributes the stage's span would have had (a write's GenAI
+        # memory-client attributes, from ``MemoryTracer.operation``); by default its name and category.
+        start = attributes if attributes is not None else {
+            MemTrace.OPERATION_CATEGORY: category.value, MemTrace.OPERATION_NAME: name}
+        super().__init__(tracer, name, category, span_name=name, kind=SpanKind.INTERNAL, attributes=start,
+                         gen_ai_operation=gen_ai_operation)
         self._host = host
         self._shared_links = linked
         ids = getattr(tracer._tracer, "id_generator", None)  # the provider's: a seeded one seeds stages too
