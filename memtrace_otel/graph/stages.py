@@ -29,7 +29,14 @@ from __future__ import annotations
 from typing import Any
 
 from memtrace_otel.graph.attributes import a_type, report
-from memtrace_otel.semconv import MEMORY_OPERATIONS, GenAI, MemTrace, MemTraceEvent, MemTraceStage, MemTraceStep
+from memtrace_otel.semconv import (
+    MEMORY_OPERATIONS,
+    GenAI,
+    MemTrace,
+    MemTraceEvent,
+    MemTraceStage,
+    MemTraceStep,
+)
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanRecord
 
 __all__ = ["has_stages", "stage_records"]
