@@ -273,6 +273,13 @@ class MemTraceStage:
     node is ``op:<trace_id>:<stage id>``, and a verdict or a record's lineage names it as a span."""
     START = "memtrace.stage.start_time_unix_nano"
     """When the stage started (the event's own time is when it ended)."""
+    JOINED = ("memtrace.inputs", "memtrace.outputs", "memtrace.deleted", "memtrace.variables",
+              "memtrace.steps")
+    """The lineage lists a stage event may carry as one string, the elements joined by
+    :attr:`SEPARATOR` (the SDK then checks one value instead of each element; a reader takes a
+    string there as the list it joins, an array as itself). ``memtrace.variable_contents`` stays an
+    array: contents hold newlines."""
+    SEPARATOR = "\n"
 
 
 class MemTraceLink:

@@ -143,6 +143,53 @@ def test_otlp_json_file_gives_the_live_graph(live: tuple[list[Any], dict[str, An
         d["start"] for _, d in sorted(want.nodes(data=True)) if d["type"] == "operation"]
 
 
+def test_joined_lineage_lists_read_as_the_arrays_they_join(live: tuple[list[Any], dict[str, Any]]) -> None:
+    """A stage event's lineage lists are one string each (``MemTraceStage.JOINED``); the same events
+    with arrays (the encoding before it) build the same graph, and a string there is its list."""
+    from dataclasses import replace
+
+    from memtrace_otel.spans.model import SpanEvent
+
+    spans, ids = live
+    records = [record_from_readable(s) for s in spans]
+    (add,) = [r for r in records if r.attributes[MemTrace.OPERATION_NAME] == "mem0.add"]
+    extract = next(e for e in add.events if e.name == MemTraceEvent.STAGE)
+    assert extract.attributes[MemTrace.STEP_NAMES] == "prompt\nresponse\nparse"
+    assert extract.attributes[MemTrace.INPUTS] == "msg:D1:1@1"
+    arrays = [replace(r, events=[SpanEvent(e.name, e.time_unix_nano, {
+        k: v.split("\n") if k in MemTraceStage.JOINED and isinstance(v, str) else v
+        for k, v in e.attributes.items()}) for e in r.events]) for r in records]
+    assert not any(isinstance(e.attributes.get(k), str) for r in arrays for e in r.events
+                   for k in MemTraceStage.JOINED)
+    joined_graph, array_graph = build_graph(records), build_graph(arrays)
+    assert joined_graph.graph["problems"] == array_graph.graph["problems"] == []
+    assert _signature(joined_graph) == _signature(array_graph)
+    assert _inputs_of(joined_graph, _node(ids, 0)) == ["msg:D1:1@1"]
+
+
+def _inputs_of(G: nx.DiGraph, node: str) -> list[str]:
+    return sorted(G.predecessors(node))
+
+
+def test_an_element_holding_the_separator_keeps_its_list() -> None:
+    """A variable id with a newline in it (an application's message id) keeps the array encoding."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mt = MemoryTracer(provider)
+    with mt.operation("mem0.add", Category.INGEST) as add:
+        odd = add.write("msg:line\nbreak", "hi", kind=VariableKind.MESSAGE)
+        with StageOperation(mt, "mem0.add.extract", Category.EXTRACTION, add, set()) as extract:
+            extract.read(odd)
+            extract.write("facts:y", "Says hi", kind=VariableKind.FACTS)
+    (span,) = exporter.get_finished_spans()
+    (event,) = span.events
+    assert event.attributes[MemTrace.INPUTS] == ("msg:line\nbreak@1",)  # an array, as before
+    assert event.attributes[MemTrace.OUTPUTS] == "facts:y@1"
+    G = build_graph([record_from_readable(span)])
+    assert G.has_edge("msg:line\nbreak@1", f"op:{span.context.trace_id:032x}:{extract.stage_id:016x}")
+
+
 def test_serve_protobuf_gives_the_live_graph(live: tuple[list[Any], dict[str, Any]]) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

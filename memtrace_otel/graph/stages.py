@@ -44,6 +44,7 @@ __all__ = ["has_stages", "stage_records"]
 _STAGE, _STEP, _ID, _START = MemTraceEvent.STAGE, MemTraceEvent.STEP, MemTraceStage.ID, MemTraceStage.START
 _INPUTS, _OUTPUTS, _STEPS = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.STEP_NAMES
 _HEX = frozenset("0123456789abcdef")
+_JOINED, _SEPARATOR = MemTraceStage.JOINED, MemTraceStage.SEPARATOR
 _MEMORY_OPERATIONS = frozenset(str(operation) for operation in MEMORY_OPERATIONS)
 
 
@@ -87,6 +88,10 @@ def stage_records(span: SpanRecord, problems: list[Problem]) -> list[SpanRecord]
                     own = {k: v for k, v in step.attributes.items() if k != _ID}
                     explicit.setdefault(owner, []).append(SpanEvent(_STEP, step.time_unix_nano, own))
         attributes = {k: v for k, v in a.items() if k != _ID and k != _START}
+        for key in _JOINED:
+            joined = attributes.get(key)
+            if type(joined) is str:  # a lineage list as one string (MemTraceStage.JOINED)
+                attributes[key] = joined.split(_SEPARATOR) if joined else []
         start = a.get(_START)
         end = event.time_unix_nano
         if type(start) is not int or start < 0:

@@ -36,12 +36,28 @@ def add_fact(memory: Any, server: Any, fact: str, text: str) -> str:
 
 
 def stages_of(span: Any) -> dict[str, list[dict[str, Any]]]:
-    """The ``memtrace.stage`` events of a span, by operation name."""
+    """The ``memtrace.stage`` events of a span, by operation name; the lineage lists the event
+    carries as one string (``MemTraceStage.JOINED``) as the tuples an array attribute would be."""
     found: dict[str, list[dict[str, Any]]] = {}
     for event in span.events:
         if event.name == MemTraceEvent.STAGE:
-            found.setdefault(event.attributes[MemTrace.OPERATION_NAME], []).append(dict(event.attributes))
+            attributes = {k: tuple(v.split(MemTraceStage.SEPARATOR))
+                          if k in MemTraceStage.JOINED and isinstance(v, str) else v
+                          for k, v in event.attributes.items()}
+            found.setdefault(event.attributes[MemTrace.OPERATION_NAME], []).append(attributes)
     return found
+
+
+def test_stage_events_carry_their_lineage_lists_joined(instrumented: Any, memory: Any, llm_server: Any,
+                                                       span_exporter: InMemorySpanExporter) -> None:
+    add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    events = [e for e in add.events if e.name == MemTraceEvent.STAGE]
+    extract = next(e for e in events if e.attributes[MemTrace.OPERATION_NAME] == "mem0.add.extract")
+    assert extract.attributes[MemTrace.STEP_NAMES] == "prompt\nresponse\nparse"
+    # Every lineage list of every stage is one string (no id of this run holds a newline).
+    assert all(isinstance(e.attributes[k], str) for e in events for k in MemTraceStage.JOINED
+               if k in e.attributes)
 
 
 def test_add_traces_the_pipeline_as_children(instrumented: Any, memory: Any, llm_server: Any,
