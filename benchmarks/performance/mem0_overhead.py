@@ -253,7 +253,7 @@ def compare(rounds: int, pairs: int, top_k: int, before: str | None, mem0: str =
                       for key in ("cpu_added_ms", "cpu_paired_base_ms", "cpu_share", "added_ms", "share")},
                    "cpu_added_ms_runs": [r[name]["cpu_added_ms"] for r in results]}
             for name in ("add", "search")}}
-    summary["openlit"] = ("OpenLIT 1.45.0 not measured: pip cannot install it on Python 3.11 "
+    summary["openlit"] = ("OpenLIT 1.45.0 not measured: pip cannot install it on Python 3.11 or 3.12 "
                           "(ResolutionImpossible, docs/mem0.md)")
     return summary
 
