@@ -22,6 +22,7 @@ import random
 import re
 import uuid
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ from memtrace_otel.attribution import available_engines
 from memtrace_otel.attribution.runner import attribute_failures
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation
-from memtrace_otel.semconv import MemTrace, MemTraceEvent
+from memtrace_otel.semconv import MemTrace, MemTraceEvent, MemTraceStage
 from memtrace_otel.spans import record_from_readable
+from memtrace_otel.spans.model import SpanEvent
 
 _STAGES = {"mem0.add.extract", "mem0.add.search", "mem0.add.decide"}
 _WRITES = {"mem0.create", "mem0.update", "mem0.delete"}
@@ -175,3 +177,17 @@ def test_stage_events_build_the_graph_stage_spans_built(llm_server: Any, tmp_pat
     left_verdicts, right_verdicts = verdicts(spans_graph, left), verdicts(events_graph, right)
     assert left_verdicts == right_verdicts
     assert any(found and found[0][1] is not None for found in right_verdicts.values())
+
+    # The stage events' lineage lists are joined strings; the same events with the arrays they join
+    # (the encoding before MemTraceStage.JOINED) build the same graph, node for node, and verdicts.
+    records = [record_from_readable(s) for s in event_shape]
+    joined = [e for r in records for e in r.events if e.name == MemTraceEvent.STAGE
+              and isinstance(e.attributes.get(MemTrace.OUTPUTS), str)]
+    assert joined, "no stage event carries a joined list: the comparison would be vacuous"
+    arrays_graph = build_graph(replace(r, events=[SpanEvent(e.name, e.time_unix_nano, {
+        k: v.split(MemTraceStage.SEPARATOR) if k in MemTraceStage.JOINED and isinstance(v, str) else v
+        for k, v in e.attributes.items()}) for e in r.events]) for r in records)
+    rebuilt = build_graph(records)
+    assert dict(arrays_graph.nodes(data=True)) == dict(rebuilt.nodes(data=True))
+    assert set(arrays_graph.edges) == set(rebuilt.edges)
+    assert verdicts(arrays_graph, Canon(arrays_graph)) == right_verdicts
