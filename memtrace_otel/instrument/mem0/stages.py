@@ -9,9 +9,11 @@ is a plain collector (:class:`_StageRecord`); when the stage ends, its attribute
 stage span carries: name, category, ``memtrace.inputs`` / ``memtrace.outputs`` /
 ``memtrace.variables``, the GenAI retrieval and model attributes) become the attributes of one
 ``memtrace.stage`` event, with the stage's id and start time (``docs/conventions.md``, "Stages as
-events"). Its links (the writers of the records it read) go on the ``add`` span, once per writer.
-The records' create, update and delete stay child spans: the GenAI conventions describe them as
-memory-client spans, and a record's ``memtrace_traceparent`` names them.
+events"), its lineage lists joined into one string each (:func:`_join_lists`). Its links (the
+writers of the records it read) go on the ``add`` span, once per writer. The records an ``add``
+creates, updates or deletes are such events too, with the GenAI memory-client attributes their
+spans started with: an ``add`` is one span. A record's ``memtrace_traceparent`` then names the
+``add`` span; the write stage's ``memtrace.outputs`` make it the record's writer in the graph.
 
 The graph builder (:mod:`memtrace_otel.graph.stages`) makes each event the operation node the
 stage span made, ``op:<trace_id>:<stage id>``. ``Mem0Instrumentor().instrument(stage_spans=True)``
