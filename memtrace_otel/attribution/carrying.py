@@ -320,9 +320,23 @@ class Carrying:
         return self._forward
 
     def lineage_stored(self) -> list[str]:
-        """Stored carriers on the evidence's own lineage (reached forward from it)."""
+        """Stored carriers on the evidence's own lineage: reached forward from it, or memory units
+        written from it (:attr:`written_from`) that carry it.
+
+        An extractor's facts are not dated (a list of sentences); the unit a decision writes
+        from them is (mem0 stamps the record with the message's time). A fact that keeps the
+        message's relative time ("started lifting weights one year ago") says the date only
+        once stored with that time: the extraction passed the information on, though its
+        undated facts do not carry a date gold on their own.
+        """
         index, when = self.case.index, self.case.query_time
-        return [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+        found = [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+        if not self.structural:
+            seen = set(found)
+            found.extend(sorted((v for v in self.written_from if v not in seen and index.is_stored(v)
+                                 and 0 <= index.produced_at(v) < when and self(v)),
+                                key=lambda v: (index.produced_at(v), v)))
+        return found
 
     def stored(self) -> list[str]:
         """Memory variables (any version, written before the question) that carry the information.
