@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from memtrace_otel.attribution.anchored import anchor_day, dated_episode
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import (
     Information,
@@ -100,6 +101,7 @@ class Carrying:
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
         self._memo: dict[str, bool] = {}
+        self._anchor: frozenset[str] | None | bool = False  # False: not computed yet
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -129,6 +131,8 @@ class Carrying:
         if variable in self.written_from and self._states_gold_of_sentence(variable):
             return True
         if self._abstractive and variable in self.written_from and self._restates_message(variable):
+            return True
+        if variable in self.descendants and self._dated_episode(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
                 self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
@@ -173,6 +177,15 @@ class Carrying:
         texts = split_lines(index.text(variable))
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _dated_episode(self, variable: str) -> bool:
+        """Whether ``variable``, written from the evidence, is an episode dated the day the message
+        said the gold relative to, telling its event (:mod:`.anchored`)."""
+        if self._anchor is False:
+            self._anchor = anchor_day(self.case.index, self.evidence, self.info)
+        day = self._anchor
+        return isinstance(day, frozenset) and dated_episode(self.case.index, variable, self.info, day,
+                                                            self.case.semantic)
 
     def _holds_evidence_record(self, variable: str) -> bool:
         """Whether ``variable``, if it holds messages as records (a buffer, a memcell), holds the
