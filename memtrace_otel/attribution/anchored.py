@@ -30,7 +30,7 @@ __all__ = ["anchor_day", "dated_episode"]
 _DAY_TOKENS = 3  # day, month, year: a date a memory can be placed by
 _EPISODE_SIMILARITY = 0.55  # as :data:`.carrying._PARAPHRASE_SIMILARITY`: the same event in other words
 _TOPIC_WORDS = 1  # the question must find the event by one of its words at least
-_TOPIC_SHARE = 0.5  # as :data:`.presence._TOPIC_SHARE`: half the question's words (IDF-weighted) the event has
+_TOPIC_SHARE = 0.5  # as :data:`.presence._TOPIC_SHARE`: half the question's (IDF-weighted) words
 
 
 def _date_tokens(tokens: frozenset[str]) -> frozenset[str]:

@@ -101,7 +101,7 @@ class Carrying:
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
         self._memo: dict[str, bool] = {}
-        self._anchor: frozenset[str] | None | bool = False  # False: not computed yet
+        self._anchor: frozenset[str] | bool | None = False  # False: not computed yet
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
