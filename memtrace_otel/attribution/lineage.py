@@ -428,7 +428,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate, stated)) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence)) is not None:
         missed.alternatives = candidates
         return missed
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
@@ -437,7 +437,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
-def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict | None:
+def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -446,7 +446,7 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict 
     and the question's retrieval of that store passed on none of it.
     """
     index = case.index
-    if not salient(fate.info) <= fate.statement:
+    if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
         # It lost a name, number or month of the gold its message said: no paraphrase says those in
         # other words, so the statement lost the answer (the extraction's own fault).
         return None

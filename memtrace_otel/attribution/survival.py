@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
+from memtrace_otel.text import MONTH_NAMES, WORD_OR_NUMBER, words
 
 __all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
 
@@ -134,10 +135,24 @@ def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Inf
     return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
 
 
-def salient(info: Information) -> frozenset[str]:
+def salient(info: Information, message: str | None = None) -> frozenset[str]:
     """The gold's names, numbers and months the evidence said: the tokens
-    :func:`.presence.critical_information` weighs above a plain word's 1."""
-    return frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+    :func:`.presence.critical_information` weighs above a plain word's 1.
+
+    A gold's first word is capitalised as any sentence's is ("Raise money for a dog
+    shelter"): a word the evidence ``message`` writes in lower case ("to raise money")
+    is no name, whatever the gold's case (numbers and months stay).
+
+    >>> info = Information(gold={"raise": 2.0, "money": 1.0, "max": 2.0, "2022": 2.0})
+    >>> sorted(salient(info)), sorted(salient(info, "We raise money for Max since 2022."))
+    (['2022', 'max', 'raise'], ['2022', 'max'])
+    """
+    found = frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+    if not message or not found:
+        return found
+    lower = frozenset().union(*(tokenize(w) for w in words(message, pattern=WORD_OR_NUMBER, lower=False)
+                                if w[:1].islower()))
+    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t not in lower)
 
 
 def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
