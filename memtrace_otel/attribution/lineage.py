@@ -91,7 +91,7 @@ from memtrace_otel.attribution.base import (
 )
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
-from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
+from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex, graph_index
 from memtrace_otel.attribution.presence import Information, critical_information, tokenize
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
@@ -402,6 +402,8 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
         kind = _loss_type(index, op, after)
+        if kind is ErrorType.EXTRACTION and (missed := _raw_rewrite_missed(case, carries, op, asked, stated)):
+            return missed
         deleted = index.data(after).get("deleted") or index.is_deletion_marker(after)
         verb = "deleted" if deleted else "overwrote"
         why = f"it {verb} {before}, the last memory unit holding the information"
@@ -437,6 +439,27 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
+def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: frozenset[str],
+                        stated: Information | None) -> Verdict | None:
+    """The verdict on an extraction that rewrote a unit holding its input as ingested (an EverMemOS
+    memcell's messages) into a memory the presence test does not see carrying the fact, when what
+    it wrote about the fact is still stored (:func:`_missed`); ``None`` to blame the extraction.
+
+    Such an extraction is an extraction like any other: the messages it dropped from the unit
+    were its input, not a memory, and it is judged by the statement it wrote, followed into
+    memory (its own unit included) as an extractor's facts are.
+    """
+    if carries.structural:
+        return None
+    fate = statement_fate(case, carries, op, asked=asked, own=True)
+    if fate is None or fate.loss is not None:
+        return None
+    missed = _missed(case, fate, stated, carries.evidence)
+    if missed is not None:
+        missed.alternatives = [op]
+    return missed
+
+
 def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
@@ -463,7 +486,12 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
                          and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
                          and not index.is_step(op)), key=index.order)
     for unit in fate.alive:
-        search = next((op for op in retrievals if _same_store(index, op, unit, retrievals)), None)
+        searches = [op for op in retrievals if _same_store(index, op, unit, retrievals)]
+        # A search in several steps (candidate lists, a sufficiency check, a rerank) returns memory at
+        # one of them: the step that returned units left this one out, not the one listing candidates.
+        search = next((op for op in searches if any(index.data(v).get("kind") in STORED_KINDS
+                                                    for v in _results(index, op))),
+                      searches[0] if searches else None)
         if search is not None:
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)

@@ -55,8 +55,8 @@ class Fate:
     """The information it was followed for."""
 
 
-def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
-                   ) -> Fate | None:
+def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset(),
+                   own: bool = False) -> Fate | None:
     """Where the statement ``op`` wrote about the evidence's fact went: the units holding it when the
     question is asked, or the write that removed the last copy before; ``None`` when ``op`` wrote no
     statement about the fact that keeps the answer's exact tokens, or it never reached memory.
@@ -66,15 +66,18 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     statement with a number changed or another speaker's name is the extraction's own fault); a
     unit holds it when it keeps most of its words and every word of the gold it held.
     The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
-    deletion marker) of the unit whose version ``before`` held it.
+    deletion marker) of the unit whose version ``before`` held it. With ``own``, the units ``op``
+    wrote itself count too, as statements and as holders (an extraction that writes its memory
+    into the unit it read).
     """
     index = case.index
     info = carries.info
     question = _weights(index, asked)
     # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
     # it was cut from), not a statement the extractor wrote.
+    written = [v for v in index.written(op) if own or not index.is_stored(v)]
     scored = [(_aboutness(info, question, tokens), position, tokens)
-              for position, tokens in enumerate(tokens for v in index.written(op) if not index.is_stored(v)
+              for position, tokens in enumerate(tokens for v in written
                                                 for text, tokens in index.pieces(v)
                                                 if not index.quoted_message(text))
               if len(tokens) >= _MIN_WORDS]
@@ -87,7 +90,8 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     after_op, before_question = index.order(op), case.query_time
     kept = sorted(
         (v for v in carries.descendants
-         if index.is_stored(v) and after_op < index.produced_at(v) < before_question
+         if index.is_stored(v) and (after_op < index.produced_at(v) or (own and index.producer(v) == op))
+         and index.produced_at(v) < before_question
          and not index.data(v).get("deleted") and keeps(index, v, statement, info)),
         key=lambda v: (index.produced_at(v), v))
     if not kept:
