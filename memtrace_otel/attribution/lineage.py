@@ -92,7 +92,7 @@ from memtrace_otel.attribution.base import (
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex, graph_index
-from memtrace_otel.attribution.presence import Information, critical_information, tokenize
+from memtrace_otel.attribution.presence import Information, critical_information, tokenize, weighted_share
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import (
@@ -481,6 +481,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             # context that held the answer.
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, the whole gold with it", held, confidence=0.7)
+        if fate.info.related(fate.statement) and weighted_share(fate.info.gold, fate.statement) > 0:
+            # The statement is this message's fact (much of the sentence stating it) and keeps part of
+            # the gold: the reader had the extraction's account of the answer and answered wrong.
+            return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
+                           "wrote about the fact, part of the gold with it", held, confidence=0.6)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
                          and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
