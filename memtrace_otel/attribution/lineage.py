@@ -491,16 +491,30 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
                          and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
                          and not index.is_step(op)), key=index.order)
     for unit in fate.alive:
-        searches = [op for op in retrievals if _same_store(index, op, unit, retrievals)]
+        searches = _search_steps(index, [op for op in retrievals if _same_store(index, op, unit, retrievals)],
+                                 retrievals)
         # A search in several steps (candidate lists, a sufficiency check, a rerank) returns memory at
-        # one of them: the step that returned units left this one out, not the one listing candidates.
-        search = next((op for op in searches if any(index.data(v).get("kind") in STORED_KINDS
+        # one of them: the step that returned units, or the context the answerer read, left this one
+        # out, not the one listing candidates.
+        read = set(index.inputs(case.generator))
+        search = next((op for op in searches if any(index.data(v).get("kind") in STORED_KINDS or v in read
                                                     for v in _results(index, op))),
                       searches[0] if searches else None)
         if search is not None:
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)
     return None
+
+
+def _search_steps(index: GraphIndex, searches: list[str], retrievals: list[str]) -> list[str]:
+    """``searches`` and the later steps of them among ``retrievals`` (those reading what a step wrote,
+    not memory: a rerank of a search's candidate list), in execution order."""
+    steps = set(searches)
+    for op in retrievals:
+        if op not in steps and any(index.producer(v) in steps for v in index.inputs(op)
+                                   if index.data(v).get("kind") not in STORED_KINDS):
+            steps.add(op)
+    return [op for op in retrievals if op in steps]
 
 
 def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]
