@@ -18,12 +18,13 @@ as the question was asked, the information was in memory
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
-from memtrace_otel.text import MONTH_NAMES, WORD_OR_NUMBER, words
+from memtrace_otel.text import MONTH_NAMES
 
 __all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
 
@@ -144,19 +145,25 @@ def salient(info: Information, message: str | None = None) -> frozenset[str]:
     :func:`.presence.critical_information` weighs above a plain word's 1.
 
     A gold's first word is capitalised as any sentence's is ("Raise money for a dog
-    shelter"): a word the evidence ``message`` writes in lower case ("to raise money")
-    is no name, whatever the gold's case (numbers and months stay).
+    shelter", "Winning a championship"): with the evidence ``message``, a word is a name
+    only if the message capitalises it where a sentence does not start ("to raise money"
+    and "Winning a championship is my goal." name nothing); numbers and months stay.
 
     >>> info = Information(gold={"raise": 2.0, "money": 1.0, "max": 2.0, "2022": 2.0})
     >>> sorted(salient(info)), sorted(salient(info, "We raise money for Max since 2022."))
     (['2022', 'max', 'raise'], ['2022', 'max'])
+    >>> sorted(salient(info, "Raise money? Max said so in 2022."))
+    ['2022']
     """
     found = frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
     if not message or not found:
         return found
-    lower = frozenset().union(*(tokenize(w) for w in words(message, pattern=WORD_OR_NUMBER, lower=False)
-                                if w[:1].islower()))
-    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t not in lower)
+    named = frozenset().union(*(tokenize(m.group(1)) for m in _INNER_CAPITAL.finditer(message)))
+    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t in named)
+
+
+_INNER_CAPITAL = re.compile(r"(?<![.!?\n])(?<![.!?]\s)(?<![.!?]\s\s)(?<=\s)([A-Z][\w'-]*)")
+"""A capitalised word inside a sentence (after a space that follows no sentence end): a name."""
 
 
 def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
