@@ -70,7 +70,15 @@ long-context window) failed to extract it; a search is judged by what it
 returned, not by the candidate list it wrote and read back for its own
 check; a copy of a returned memory (``name~k``) carries what the memory
 carries; and in a window of raw messages, another speaker's line carries
-the evidence's fact only when it restates it.
+the evidence's fact only when it restates it. An extraction that rewrites
+the memcell it read (raw messages) into an episode is judged as any
+extractor is, by the statement it wrote, followed into memory (its own unit
+included): a search step that returned memory without it, or a reader that
+had it with part of the gold, is to blame. An episode dated in its own words
+on the day a message said a relative time ("yesterday") keeps the date it
+meant (:mod:`.anchored`); a record's timestamp alone does not. A unit written
+from the evidence that carries it is on the evidence's lineage even when the
+undated facts between them do not (mem0 dates a record by its message).
 """
 
 from __future__ import annotations
