@@ -94,6 +94,8 @@ VARIABLE_KINDS: dict[str, VariableKind] = {
     "memory_entry": VariableKind.MEMORY_UNIT, "memory_context": VariableKind.CONTEXT,
     "message & query": VariableKind.QUERY, "golden_answers": VariableKind.GOLD,
     "llm_response": VariableKind.RESPONSE,
+    # an agentic search's rewrites of the question (EverMemOS's round 2): they say the question, no fact
+    "refined_queries": VariableKind.QUERY, "refined_query": VariableKind.QUERY,
 }
 """Variable categories (and class names) that name a variable kind; others are ``other``. A node's
 ``class_name`` is read first: MemBase files its answers as ``prediction`` of category ``llm_response``."""
