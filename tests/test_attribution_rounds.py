@@ -800,6 +800,16 @@ def test_a_fact_dated_only_by_its_records_timestamp_has_lost_a_relative_date(tra
     assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
 
 
+def test_an_event_the_episode_dates_itself_on_the_messages_day_was_misdated(tracer_provider, span_exporter):
+    """The episode says the visit was on 8 May, the day the message said "yesterday": the statement dates
+    the event itself, wrongly, whatever the episode's opening says."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    "On 2023-05-08, Caroline and Melanie had a conversation. Caroline attended an LGBTQ "
+                    "support group on 8 May 2023.", GROUP, "7 May 2023", returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
+
+
 def test_an_episode_that_tells_another_event_on_the_day_does_not_keep_the_date(
         tracer_provider, span_exporter):
     ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",

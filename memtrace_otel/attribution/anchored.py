@@ -13,9 +13,10 @@ date it; the extractor wrote the relative time against the date it kept.
 Only a date the memory says in its words counts, never a record's timestamp
 alone: a fact stored with only the time it was written (a mem0 record) and
 without its date has lost it. The date must be the message's own day (the
-anchor its relative time was said against), and the statement must tell the
-event as the question asks for it (every word of the question its sentence
-holds) and state no other date.
+anchor its relative time was said against), said by the episode apart from the
+event (a statement dated by itself says when the event was), and the statement
+must tell the event as the question asks for it (half the question's words its
+sentence holds) and state no date.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information, split_header, tokenize, weighted_share
 from memtrace_otel.attribution.ranking import Embedder
-from memtrace_otel.text import MONTH_NAMES
+from memtrace_otel.text import MONTH_NAMES, sentences
 
 __all__ = ["anchor_day", "dated_episode"]
 
@@ -49,12 +50,9 @@ def _body_tokens(text: str) -> frozenset[str]:
 
 
 def anchor_day(index: GraphIndex, evidence: str, info: Information) -> frozenset[str] | None:
-    """The tokens of the day the evidence message was said on, when the gold is a time the message
-    said relative to that day (its words hold the gold only once relative times are resolved);
-    ``None`` otherwise.
-
-    >>> anchor_day.__name__
-    'anchor_day'
+    """The tokens of the day the evidence message was said on (its record's time, the header
+    ``[8 May 2023]`` of its text), when the gold is a time the message said relative to that day:
+    its words hold the gold only once relative times are resolved. ``None`` otherwise.
     """
     if not info.gold or not info.text:
         return None
@@ -64,8 +62,7 @@ def anchor_day(index: GraphIndex, evidence: str, info: Information) -> frozenset
     gold = frozenset(info.gold)
     if not gold <= _body_tokens(resolved) or gold <= _body_tokens(said) or not _date_tokens(gold):
         return None
-    day = tokenize(split_header(resolved.splitlines()[0])[0])
-    day = _date_tokens(day)
+    day = _date_tokens(tokenize(split_header(resolved.splitlines()[0])[0]))
     return day if len(day) == _DAY_TOKENS and any(t in MONTH_NAMES for t in day) else None
 
 
@@ -74,20 +71,22 @@ def dated_episode(index: GraphIndex, variable: str, info: Information, day: froz
     """Whether ``variable`` dates itself ``day`` in its own words and tells the evidence's event.
 
     The date is read from the variable's text with relative times left as they are and
-    headers (a record's timestamp) left out. The event is a statement of it, not quoted
-    from a message, that holds every word of the question the evidence sentence holds
-    (two at least) and either much of that sentence's (IDF-weighted) words or its meaning
-    (embedding similarity), and says no date but ``day``.
+    headers (a record's timestamp) left out, in a statement of its own (the episode's opening):
+    a statement that dates the event itself says when the event was, and the day the message
+    was said is then the wrong one. The event is a statement, not quoted from a message and
+    saying no date, that holds half the question's words the evidence sentence holds
+    (IDF-weighted) and either much of that sentence's words or its meaning (embedding
+    similarity).
     """
-    text = index.text(variable, resolve=False)
-    if not text or not any(day <= tokenize(split_header(line)[1]) for line in text.splitlines()):
-        return False
     if len(info.topic) < _TOPIC_WORDS:
+        return False
+    text = index.text(variable, resolve=False)
+    if not text or not any(day <= tokenize(sentence) for line in text.splitlines()
+                           for sentence in sentences(split_header(line)[1])):
         return False
     pieces = [piece for piece, tokens in index.pieces(variable)
               if weighted_share(info.topic, tokens, info.topic_total) >= _TOPIC_SHARE
-              and _other_dates(tokens) <= day
-              and not index.quoted_message(piece)]
+              and not _other_dates(tokens) and not index.quoted_message(piece)]
     if not pieces:
         return False
     if any(info.related(tokenize(piece)) for piece in pieces):
