@@ -716,3 +716,187 @@ def test_a_windows_line_of_the_same_speaker_saying_it_again_still_carries_it(tra
     _window_rewritten_keeping(t, again)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
+
+
+# -- EverMemOS's episodes: dated in their own words, written into the memcell they were read from -------
+
+
+def _said(text: str, when: str) -> str:
+    """A message as MemBase records it: its text and its time."""
+    return json.dumps({"content": text, "name": "Caroline", "role": "user", "timestamp": when})
+
+
+EPISODE_IDS = ("a1b2c3d4e5f6a7b8c9d0e1f2", "b7c8d9e0f1a2b3c4d5e6f7a8", "c9d8e7f6a5b4c3d2e1f0a9b8")
+
+
+def _episodes(provider: TracerProvider, said: str, when: str, episode: str, question: str, gold: str, *,
+              returned: bool, prediction: str = "I don't know.") -> dict[str, str]:
+    """Three memcells ingested raw and rewritten by their extraction into an episode; the evidence's is
+    ``episode`` (the others are about other things); a search in steps (candidates, then a rerank whose
+    context holds the evidence's unit when ``returned``), a wrong answer and its judge."""
+    system = EverMemOS(provider)
+    mt = system.mt
+    cells = [(EPISODE_IDS[0], said, episode),
+             (EPISODE_IDS[1], "My dog Max loves long walks in the park.",
+              "Caroline's dog Max loves long walks."),
+             (EPISODE_IDS[2], "I painted a lake sunrise last year.", "Melanie painted a lake sunrise.")]
+    units: dict[str, Variable] = {}
+    episodes = {rid: written for rid, _, written in cells}
+    for rid, text, written in cells:
+        raw = json.dumps({"event_id": rid, "timestamp": when,
+                          "original_data": [{"content": text, "timestamp": when}]})
+        with mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
+            op.read(f"msg:{rid}", content=_said(text, when), kind=VariableKind.MESSAGE)
+            unit = op.write(f"memory-unit-{rid}", raw, kind=VariableKind.MEMORY_UNIT)
+        with mt.operation("memory_system.extract_memory", Category.EXTRACTION) as op:
+            system.remember(f"extract {rid}", op)
+            units[rid] = op.update(unit, json.dumps({"event_id": rid, "timestamp": when, "episode": written}))
+    with mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
+        for unit in units.values():
+            op.read(unit)
+        ranked = ", ".join(f"{r}-{3 - n}.0" for n, r in enumerate(units))
+        results = op.write("hybrid_retrieval_results:q1", ranked, kind=VariableKind.OTHER)
+    with mt.operation("memory_system.agentic_final_rerank", Category.RETRIEVAL) as op:
+        system.remember("rerank", op)
+        op.read(results)
+        kept = EPISODE_IDS[:2] if returned else EPISODE_IDS[1:]
+        context = op.write("context:q1", "\n".join(episodes[r] for r in kept), kind=VariableKind.CONTEXT)
+    with mt.operation("question-answering", Category.EVALUATION) as op:
+        system.remember("answer", op)
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
+        op.read(context)
+        answer = op.write("prediction:q1", prediction, kind=VariableKind.ANSWER)
+    with mt.operation("llm-judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=question, prediction=prediction, gold=gold,
+                             evidence=[EPISODE_IDS[0]], answer=answer, case_id="q1")
+    return system.ops
+
+
+GROUP = "When did Caroline go to the LGBTQ support group?"
+GROUP_SAID = "I went to a LGBTQ support group yesterday and it was so powerful."
+GROUP_FACT = "Caroline attended an LGBTQ support group recently and found the transgender stories inspiring."
+
+
+def test_an_episode_dated_in_its_words_on_the_messages_day_keeps_a_relative_date(
+        tracer_provider, span_exporter):
+    """"Yesterday", said on 8 May, is the gold 7 May 2023. The episode the extraction wrote opens with
+    its day, 8 May 2023, and tells the visit: it holds what dates it (:mod:`.anchored`). The search
+    that left it out is to blame, not the extraction."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    f"On 2023-05-08, Caroline and Melanie had a conversation. {GROUP_FACT}", GROUP,
+                    "7 May 2023", returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
+
+
+def test_a_fact_dated_only_by_its_records_timestamp_has_lost_a_relative_date(tracer_provider, span_exporter):
+    """The same fact without the episode's dated opening: only the record's timestamp says when it was
+    written, and the fact says "recently": the extraction lost the day."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00", GROUP_FACT, GROUP, "7 May 2023",
+                    returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
+
+
+def test_an_event_the_episode_dates_itself_on_the_messages_day_was_misdated(tracer_provider, span_exporter):
+    """The episode says the visit was on 8 May, the day the message said "yesterday": the statement dates
+    the event itself, wrongly, whatever the episode's opening says."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    "On 2023-05-08, Caroline and Melanie had a conversation. Caroline attended an LGBTQ "
+                    "support group on 8 May 2023.", GROUP, "7 May 2023", returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
+
+
+def test_an_episode_that_tells_another_event_on_the_day_does_not_keep_the_date(
+        tracer_provider, span_exporter):
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    "On 2023-05-08, Caroline and Melanie had a conversation. Caroline talked about her week.",
+                    GROUP, "7 May 2023", returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
+
+
+def test_what_an_extraction_wrote_into_the_raw_memcell_is_followed_like_an_extractors_facts(
+        tracer_provider, span_exporter):
+    """The memcell held the council message raw; the extraction rewrote it into an episode that tells
+    the meeting in its own words (the abstractive gold is in none of them). The episode was stored and
+    the search's rerank left it out: RetrievalError at the step that returned the context, not the
+    extraction (which dropped only its input's raw record) nor the step listing candidates."""
+    ops = _episodes(tracer_provider, COUNCIL_SAID.split(": ", 1)[1], "2023-07-15T13:51:00",
+                    "On 2023-07-15, Caroline and Melanie had a conversation. " + COUNCIL_FACT, COUNCIL,
+                    COUNCIL_GOLD, returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
+
+
+LEAGUE = "How did John get introduced to basketball?"
+LEAGUE_SAID = ("Basketball has been a part of my life ever since I was a kid. When I turned ten, dad "
+               "signed me up for a local league, and I've been playing ever since.")
+LEAGUE_GOLD = "Dad signed him up for a local league"
+
+
+def test_a_reader_that_had_the_extracted_statement_with_part_of_the_gold_is_the_response_error(
+        tracer_provider, span_exporter):
+    """The episode tells the message's fact in other words, with part of the gold (his dad, a local
+    league); the reader had it and did not answer: ResponseError."""
+    ops = _episodes(tracer_provider, LEAGUE_SAID, "2023-08-11T13:08:00",
+                    "Basketball has been a part of John's life since childhood, starting with watching NBA "
+                    "games with his dad and then playing in local leagues.", LEAGUE, LEAGUE_GOLD,
+                    returned=True)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["answer"], ErrorType.RESPONSE)
+
+
+def test_a_reader_that_had_only_a_topic_of_the_fact_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter):
+    ops = _episodes(tracer_provider, LEAGUE_SAID, "2023-08-11T13:08:00",
+                    "John also mentioned something about basketball and his life.", LEAGUE, LEAGUE_GOLD,
+                    returned=True)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops[f"extract {EPISODE_IDS[0]}"], ErrorType.EXTRACTION)
+
+
+# -- mem0's record time, and a gold's capital ---------------------------------------------------------
+
+
+def test_an_undated_fact_stored_with_its_messages_time_is_on_the_evidences_lineage(
+        tracer_provider, span_exporter):
+    """The extractor kept "one year ago" in an undated fact; the decision stored it in a record dated by
+    the message's time, which says 2022. The extraction passed the information on: the search that
+    returned another memory missed it."""
+    system = _Mem0(tracer_provider)
+    when = "2023-10-08T15:09:00"
+    weights = "Evan started lifting weights one year ago."
+    with system.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        system.remember("extract", op)
+        said = {"content": "I started lifting weights one year ago, what a journey.", "timestamp": when}
+        message = op.read("msg:D12:2", content=json.dumps(said), kind=VariableKind.MESSAGE)
+        facts = op.write("facts:D12:2", weights, kind=VariableKind.FACTS)
+        op.step("extract", [message], [facts])
+    with system.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
+                             store_id="s") as op:
+        op.read(facts)
+        system.units["D12:2"] = op.write("mem0:D12:2", json.dumps({"memory": weights, "timestamp": when}),
+                                         kind=VariableKind.MEMORY_UNIT)
+    system.add("D12:3", "[8 October 2023] Evan: My knee is better now.",
+               "Evan's knee is better (8 October 2023).")
+    system.ask("When did Evan start lifting weights?", "2022", ["D12:2"], ["D12:3"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_golds_capitalised_first_word_is_no_name_the_statement_must_keep(tracer_provider, span_exporter):
+    """"Raise money for a dog shelter": the capital is the sentence's, and the message says "raise". The
+    stored fact ("sent the collected money to a dog shelter") kept the rest: the search missed it."""
+    system = _Mem0(tracer_provider)
+    system.add("D10:10", "[8 May 2022] John: Our main goal was to raise money for a dog shelter, which is "
+               "not far from the street where I live.",
+               "John sent the collected money to a dog shelter near his home.")
+    system.add("D10:11", "[8 May 2022] John: I love Hawaiian pizza.", "John loves Hawaiian pizza.")
+    system.ask("What was the main goal of the money raised from the charity tournament?",
+               "Raise money for a dog shelter", ["D10:10"], ["D10:11"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)

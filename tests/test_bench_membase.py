@@ -18,6 +18,7 @@ from memtrace_bench.memtracebench import labelled_cases, score_memtracebench
 from memtrace_otel.cli import main
 from memtrace_otel.spans.readers import read_span_files
 from memtrace_otel.spans.smartcomment import decode_value
+from memtrace_otel.text import readable
 
 # What MemBase names the operation a fault of each type happens in, per system (op_name, category).
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -136,7 +137,8 @@ def test_missing_data_is_one_line(tmp_path: Path) -> None:
 
 def test_the_importer_reads_membase_s_categories_and_kinds() -> None:
     """MemBase's own vocabulary: memory entries are memory units, the prediction an answer (its class name),
-    LLM responses responses, and EverMemOS's operation categories are known (no problem line)."""
+    LLM responses responses, refined queries queries, and EverMemOS's operation categories are known (no
+    problem line)."""
     from memtrace_bench.membase.graph import Graph, content_identity
     from memtrace_otel.graph.build import build_graph
     from memtrace_otel.spans.smartcomment import records_from_smartcomment
@@ -162,6 +164,14 @@ def test_the_importer_reads_membase_s_categories_and_kinds() -> None:
                      class_name="raw_episode_extraction_response")
     g.op([query, context], [answer, raw])
     g.end_scope()
+    facts = g.variable(repr(["Caroline went to a support group."]), identity="facts", category="llm_response",
+                       class_name="extracted_facts")
+    g.op([message], [facts], op_name="memory_system.extract_facts", category="extraction")
+    g.scope("memory_system.agentic_round2_bundle", "retrieval")
+    refined = g.variable(repr(["Where did Caroline go?"]), identity="Where did Caroline go?",
+                         category="refined_queries", class_name="refined_queries")
+    g.op([query], [refined])
+    g.end_scope()
     problems: list[Any] = []
     graph = build_graph(list(records_from_smartcomment(g.export(), "kinds.json:1", problems)))
     assert problems == []
@@ -173,6 +183,12 @@ def test_the_importer_reads_membase_s_categories_and_kinds() -> None:
     assert kinds[f"prediction:{content_identity('a')}"] == "answer"
     assert kinds[f"raw_episode_extraction_response:{content_identity('r')}"] == "response"
     assert kinds["temporary_variable:cell"] == "other" and kinds["U1:D1:3"] == "message"
+    # a list of facts (``repr``) reads as its statements: its short brackets are no "[date]" header
+    facts_node = next(n for n in graph if graph.nodes[n].get("name", "").endswith("extracted_facts:facts"))
+    assert graph.nodes[facts_node]["content"] == '["Caroline went to a support group."]'
+    assert readable(graph.nodes[facts_node]["content"]) == "Caroline went to a support group."
+    # an agentic search's rewrite of the question says the question, not a fact: a query
+    assert kinds["refined_queries:Where did Caroline go?"] == "query"
     categories = {graph.nodes[n].get("name"): graph.nodes[n].get("category") for n in graph
                   if graph.nodes[n].get("type") == "operation"}
     assert categories["evermemos.boundary_detection"] == "extraction"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from memtrace_otel.attribution.anchored import anchor_day, dated_episode
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import (
     Information,
@@ -100,6 +101,7 @@ class Carrying:
         self._forward: tuple[list[str], list[str]] | None = None
         self._stored: list[str] | None = None
         self._memo: dict[str, bool] = {}
+        self._anchor: frozenset[str] | bool | None = False  # False: not computed yet
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -129,6 +131,8 @@ class Carrying:
         if variable in self.written_from and self._states_gold_of_sentence(variable):
             return True
         if self._abstractive and variable in self.written_from and self._restates_message(variable):
+            return True
+        if variable in self.descendants and self._dated_episode(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
                 self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
@@ -173,6 +177,15 @@ class Carrying:
         texts = split_lines(index.text(variable))
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _dated_episode(self, variable: str) -> bool:
+        """Whether ``variable``, written from the evidence, is an episode dated the day the message
+        said the gold relative to, telling its event (:mod:`.anchored`)."""
+        if self._anchor is False:
+            self._anchor = anchor_day(self.case.index, self.evidence, self.info)
+        day = self._anchor
+        return isinstance(day, frozenset) and dated_episode(self.case.index, variable, self.info, day,
+                                                            self.case.semantic)
 
     def _holds_evidence_record(self, variable: str) -> bool:
         """Whether ``variable``, if it holds messages as records (a buffer, a memcell), holds the
@@ -320,9 +333,23 @@ class Carrying:
         return self._forward
 
     def lineage_stored(self) -> list[str]:
-        """Stored carriers on the evidence's own lineage (reached forward from it)."""
+        """Stored carriers on the evidence's own lineage: reached forward from it, or memory units
+        written from it (:attr:`written_from`) that carry it.
+
+        An extractor's facts are not dated (a list of sentences); the unit a decision writes
+        from them is (mem0 stamps the record with the message's time). A fact that keeps the
+        message's relative time ("started lifting weights one year ago") says the date only
+        once stored with that time: the extraction passed the information on, though its
+        undated facts do not carry a date gold on their own.
+        """
         index, when = self.case.index, self.case.query_time
-        return [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+        found = [v for v in self.forward()[0] if index.is_stored(v) and index.produced_at(v) < when]
+        if not self.structural:
+            seen = set(found)
+            found.extend(sorted((v for v in self.written_from if v not in seen and index.is_stored(v)
+                                 and 0 <= index.produced_at(v) < when and self(v)),
+                                key=lambda v: (index.produced_at(v), v)))
+        return found
 
     def stored(self) -> list[str]:
         """Memory variables (any version, written before the question) that carry the information.

@@ -70,7 +70,15 @@ long-context window) failed to extract it; a search is judged by what it
 returned, not by the candidate list it wrote and read back for its own
 check; a copy of a returned memory (``name~k``) carries what the memory
 carries; and in a window of raw messages, another speaker's line carries
-the evidence's fact only when it restates it.
+the evidence's fact only when it restates it. An extraction that rewrites
+the memcell it read (raw messages) into an episode is judged as any
+extractor is, by the statement it wrote, followed into memory (its own unit
+included): a search step that returned memory without it, or a reader that
+had it with part of the gold, is to blame. An episode dated in its own words
+on the day a message said a relative time ("yesterday") keeps the date it
+meant (:mod:`.anchored`); a record's timestamp alone does not. A unit written
+from the evidence that carries it is on the evidence's lineage even when the
+undated facts between them do not (mem0 dates a record by its message).
 """
 
 from __future__ import annotations
@@ -91,8 +99,8 @@ from memtrace_otel.attribution.base import (
 )
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
-from memtrace_otel.attribution.graph_index import GraphIndex, graph_index
-from memtrace_otel.attribution.presence import Information, critical_information, tokenize
+from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex, graph_index
+from memtrace_otel.attribution.presence import Information, critical_information, tokenize, weighted_share
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import (
@@ -402,6 +410,8 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         losses.sort(key=lambda item: index.order(item[0]))
         op, before, after = losses[-1]
         kind = _loss_type(index, op, after)
+        if kind is ErrorType.EXTRACTION and (missed := _raw_rewrite_missed(case, carries, op, asked, stated)):
+            return missed
         deleted = index.data(after).get("deleted") or index.is_deletion_marker(after)
         verb = "deleted" if deleted else "overwrote"
         why = f"it {verb} {before}, the last memory unit holding the information"
@@ -428,7 +438,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate, stated)) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence)) is not None:
         missed.alternatives = candidates
         return missed
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
@@ -437,7 +447,28 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
-def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict | None:
+def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: frozenset[str],
+                        stated: Information | None) -> Verdict | None:
+    """The verdict on an extraction that rewrote a unit holding its input as ingested (an EverMemOS
+    memcell's messages) into a memory the presence test does not see carrying the fact, when what
+    it wrote about the fact is still stored (:func:`_missed`); ``None`` to blame the extraction.
+
+    Such an extraction is an extraction like any other: the messages it dropped from the unit
+    were its input, not a memory, and it is judged by the statement it wrote, followed into
+    memory (its own unit included) as an extractor's facts are.
+    """
+    if carries.structural:
+        return None
+    fate = statement_fate(case, carries, op, asked=asked, own=True)
+    if fate is None or fate.loss is not None:
+        return None
+    missed = _missed(case, fate, stated, carries.evidence)
+    if missed is not None:
+        missed.alternatives = [op]
+    return missed
+
+
+def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -446,7 +477,7 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict 
     and the question's retrieval of that store passed on none of it.
     """
     index = case.index
-    if not salient(fate.info) <= fate.statement:
+    if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
         # It lost a name, number or month of the gold its message said: no paraphrase says those in
         # other words, so the statement lost the answer (the extraction's own fault).
         return None
@@ -458,16 +489,40 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None) -> Verdict 
             # context that held the answer.
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, the whole gold with it", held, confidence=0.7)
+        if fate.info.related(fate.statement) and weighted_share(fate.info.gold, fate.statement) > 0:
+            # The statement is this message's fact (much of the sentence stating it) and keeps part of
+            # the gold: the reader had the extraction's account of the answer and answered wrong.
+            return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
+                           "wrote about the fact, part of the gold with it", held, confidence=0.6)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
                          and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
                          and not index.is_step(op)), key=index.order)
     for unit in fate.alive:
-        search = next((op for op in retrievals if _same_store(index, op, unit, retrievals)), None)
+        searches = _search_steps(index, [op for op in retrievals if _same_store(index, op, unit, retrievals)],
+                                 retrievals)
+        # A search in several steps (candidate lists, a sufficiency check, a rerank) returns memory at
+        # one of them: the step that returned units, or the context the answerer read, left this one
+        # out, not the one listing candidates.
+        read = set(index.inputs(case.generator))
+        search = next((op for op in searches if any(index.data(v).get("kind") in STORED_KINDS or v in read
+                                                    for v in _results(index, op))),
+                      searches[0] if searches else None)
         if search is not None:
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)
     return None
+
+
+def _search_steps(index: GraphIndex, searches: list[str], retrievals: list[str]) -> list[str]:
+    """``searches`` and the later steps of them among ``retrievals`` (those reading what a step wrote,
+    not memory: a rerank of a search's candidate list), in execution order."""
+    steps = set(searches)
+    for op in retrievals:
+        if op not in steps and any(index.producer(v) in steps for v in index.inputs(op)
+                                   if index.data(v).get("kind") not in STORED_KINDS):
+            steps.add(op)
+    return [op for op in retrievals if op in steps]
 
 
 def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]

@@ -18,11 +18,13 @@ as the question was asked, the information was in memory
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
+from memtrace_otel.text import MONTH_NAMES
 
 __all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
 
@@ -54,8 +56,8 @@ class Fate:
     """The information it was followed for."""
 
 
-def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
-                   ) -> Fate | None:
+def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset(),
+                   own: bool = False) -> Fate | None:
     """Where the statement ``op`` wrote about the evidence's fact went: the units holding it when the
     question is asked, or the write that removed the last copy before; ``None`` when ``op`` wrote no
     statement about the fact that keeps the answer's exact tokens, or it never reached memory.
@@ -65,15 +67,18 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     statement with a number changed or another speaker's name is the extraction's own fault); a
     unit holds it when it keeps most of its words and every word of the gold it held.
     The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
-    deletion marker) of the unit whose version ``before`` held it.
+    deletion marker) of the unit whose version ``before`` held it. With ``own``, the units ``op``
+    wrote itself count too, as statements and as holders (an extraction that writes its memory
+    into the unit it read).
     """
     index = case.index
     info = carries.info
     question = _weights(index, asked)
     # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
     # it was cut from), not a statement the extractor wrote.
+    written = [v for v in index.written(op) if own or not index.is_stored(v)]
     scored = [(_aboutness(info, question, tokens), position, tokens)
-              for position, tokens in enumerate(tokens for v in index.written(op) if not index.is_stored(v)
+              for position, tokens in enumerate(tokens for v in written
                                                 for text, tokens in index.pieces(v)
                                                 if not index.quoted_message(text))
               if len(tokens) >= _MIN_WORDS]
@@ -86,7 +91,8 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     after_op, before_question = index.order(op), case.query_time
     kept = sorted(
         (v for v in carries.descendants
-         if index.is_stored(v) and after_op < index.produced_at(v) < before_question
+         if index.is_stored(v) and (after_op < index.produced_at(v) or (own and index.producer(v) == op))
+         and index.produced_at(v) < before_question
          and not index.data(v).get("deleted") and keeps(index, v, statement, info)),
         key=lambda v: (index.produced_at(v), v))
     if not kept:
@@ -134,10 +140,30 @@ def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Inf
     return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
 
 
-def salient(info: Information) -> frozenset[str]:
+def salient(info: Information, message: str | None = None) -> frozenset[str]:
     """The gold's names, numbers and months the evidence said: the tokens
-    :func:`.presence.critical_information` weighs above a plain word's 1."""
-    return frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+    :func:`.presence.critical_information` weighs above a plain word's 1.
+
+    A gold's first word is capitalised as any sentence's is ("Raise money for a dog
+    shelter", "Winning a championship"): with the evidence ``message``, a word is a name
+    only if the message capitalises it where a sentence does not start ("to raise money"
+    and "Winning a championship is my goal." name nothing); numbers and months stay.
+
+    >>> info = Information(gold={"raise": 2.0, "money": 1.0, "max": 2.0, "2022": 2.0})
+    >>> sorted(salient(info)), sorted(salient(info, "We raise money for Max since 2022."))
+    (['2022', 'max', 'raise'], ['2022', 'max'])
+    >>> sorted(salient(info, "Raise money? Max said so in 2022."))
+    ['2022']
+    """
+    found = frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+    if not message or not found:
+        return found
+    named = frozenset().union(*(tokenize(m.group(1)) for m in _INNER_CAPITAL.finditer(message)))
+    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t in named)
+
+
+_INNER_CAPITAL = re.compile(r"(?<![.!?\n])(?<![.!?]\s)(?<![.!?]\s\s)(?<=\s)([A-Z][\w'-]*)")
+"""A capitalised word inside a sentence (after a space that follows no sentence end): a name."""
 
 
 def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:

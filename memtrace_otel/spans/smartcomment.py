@@ -19,7 +19,8 @@ The schema's traps, handled here (``docs/smartcomment.md`` has the list):
   ``"I don't know."`` written by three generations is one variable with three
   writers. Each later writer gets its own copy ``name~k@version`` and each
   reader reads the copy of the latest writer before it;
-* values are encoded with ``repr`` by default (``"'text'"``): decoded here;
+* values are encoded with ``repr`` by default (``"'text'"``): decoded here, and a list of
+  strings (MemBase's extracted facts) becomes JSON, whose items a reader sees as statements;
 * the NONE sentinel (``COMMENT:NONE@1``) stands for "no inputs" or "no
   outputs" and the NONE operation (``__none_op__``) for links made outside any
   operation; neither is lineage. Each NONE-operation edge becomes its own span;
@@ -34,7 +35,9 @@ the rest is converted.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -94,6 +97,8 @@ VARIABLE_KINDS: dict[str, VariableKind] = {
     "memory_entry": VariableKind.MEMORY_UNIT, "memory_context": VariableKind.CONTEXT,
     "message & query": VariableKind.QUERY, "golden_answers": VariableKind.GOLD,
     "llm_response": VariableKind.RESPONSE,
+    # an agentic search's rewrites of the question (EverMemOS's round 2): they say the question, no fact
+    "refined_queries": VariableKind.QUERY, "refined_query": VariableKind.QUERY,
 }
 """Variable categories (and class names) that name a variable kind; others are ``other``. A node's
 ``class_name`` is read first: MemBase files its answers as ``prediction`` of category ``llm_response``."""
@@ -111,17 +116,29 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def decode_value(value: str) -> str:
-    """The text of a smartcomment ``value``: a ``repr``-encoded string is unquoted, anything else kept.
+    """The text of a smartcomment ``value``: a ``repr``-encoded string is unquoted, a ``repr``-encoded
+    list of strings (MemBase's extracted facts, ``"['Ann adopted a dog.']"``) becomes the same list in
+    JSON, so a reader sees its items as statements; anything else is kept.
 
-    Nothing is evaluated: only string literals are unescaped.
+    Nothing is executed: only string literals are unescaped and lists of them parsed
+    (:func:`ast.literal_eval`). A short list's brackets must not read as a line's ``[date]`` header.
 
     >>> decode_value("'Alice: I\\\\'m home'")
     "Alice: I'm home"
     >>> decode_value("{'id': 'm1'}")
     "{'id': 'm1'}"
+    >>> decode_value("['Nate hosted a party with 7 guests.']")
+    '["Nate hosted a party with 7 guests."]'
     """
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return _REPR_ESCAPE.sub(_unescape, value[1:-1])
+    if len(value) >= 4 and value[0] == "[" and value[-1] == "]" and value[1] in "'\"":
+        try:
+            items = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return value
+        if isinstance(items, list) and all(isinstance(item, str) for item in items):
+            return json.dumps(items, ensure_ascii=False)
     return value
 
 
