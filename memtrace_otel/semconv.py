@@ -276,10 +276,14 @@ class MemTraceStage:
     JOINED = ("memtrace.inputs", "memtrace.outputs", "memtrace.deleted", "memtrace.variables",
               "memtrace.steps")
     """The lineage lists a stage event may carry as one string, the elements joined by
-    :attr:`SEPARATOR` (the SDK then checks one value instead of each element; a reader takes a
-    string there as the list it joins, an array as itself). ``memtrace.variable_contents`` stays an
-    array: contents hold newlines."""
-    SEPARATOR = "\n"
+    :data:`STAGE_LIST_SEPARATOR` (the SDK then checks one value instead of each element; a reader
+    takes a string there as the list it joins, an array as itself). ``memtrace.variable_contents``
+    stays an array: contents hold newlines."""
+
+
+STAGE_LIST_SEPARATOR = "\n"
+"""Joins a stage event's lineage list into one string (:attr:`MemTraceStage.JOINED`); a value, not a
+key, so it stays out of :func:`all_keys`."""
 
 
 class MemTraceLink:

@@ -31,6 +31,7 @@ from typing import Any
 from memtrace_otel.graph.attributes import a_type, report
 from memtrace_otel.semconv import (
     MEMORY_OPERATIONS,
+    STAGE_LIST_SEPARATOR,
     GenAI,
     MemTrace,
     MemTraceEvent,
@@ -44,7 +45,7 @@ __all__ = ["has_stages", "stage_records"]
 _STAGE, _STEP, _ID, _START = MemTraceEvent.STAGE, MemTraceEvent.STEP, MemTraceStage.ID, MemTraceStage.START
 _INPUTS, _OUTPUTS, _STEPS = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.STEP_NAMES
 _HEX = frozenset("0123456789abcdef")
-_JOINED, _SEPARATOR = MemTraceStage.JOINED, MemTraceStage.SEPARATOR
+_JOINED, _SEPARATOR = MemTraceStage.JOINED, STAGE_LIST_SEPARATOR
 _MEMORY_OPERATIONS = frozenset(str(operation) for operation in MEMORY_OPERATIONS)
 
 

@@ -19,7 +19,14 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import MESSAGE_IDS_KEY, Mem0Instrumentor, context_name, mem0_generation
-from memtrace_otel.semconv import GenAI, MemTrace, MemTraceEvent, MemTraceStage, RecordMetadata
+from memtrace_otel.semconv import (
+    STAGE_LIST_SEPARATOR,
+    GenAI,
+    MemTrace,
+    MemTraceEvent,
+    MemTraceStage,
+    RecordMetadata,
+)
 from memtrace_otel.spans import record_from_readable
 
 
@@ -41,7 +48,7 @@ def stages_of(span: Any) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
     for event in span.events:
         if event.name == MemTraceEvent.STAGE:
-            attributes = {k: tuple(v.split(MemTraceStage.SEPARATOR))
+            attributes = {k: tuple(v.split(STAGE_LIST_SEPARATOR))
                           if k in MemTraceStage.JOINED and isinstance(v, str) else v
                           for k, v in event.attributes.items()}
             found.setdefault(event.attributes[MemTrace.OPERATION_NAME], []).append(attributes)

@@ -38,7 +38,7 @@ from memtrace_otel.attribution import available_engines
 from memtrace_otel.attribution.runner import attribute_failures
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument.mem0 import Mem0Instrumentor, mem0_generation
-from memtrace_otel.semconv import MemTrace, MemTraceEvent, MemTraceStage
+from memtrace_otel.semconv import STAGE_LIST_SEPARATOR, MemTrace, MemTraceEvent, MemTraceStage
 from memtrace_otel.spans import record_from_readable
 from memtrace_otel.spans.model import SpanEvent
 
@@ -185,7 +185,7 @@ def test_stage_events_build_the_graph_stage_spans_built(llm_server: Any, tmp_pat
               and isinstance(e.attributes.get(MemTrace.OUTPUTS), str)]
     assert joined, "no stage event carries a joined list: the comparison would be vacuous"
     arrays_graph = build_graph(replace(r, events=[SpanEvent(e.name, e.time_unix_nano, {
-        k: v.split(MemTraceStage.SEPARATOR) if k in MemTraceStage.JOINED and isinstance(v, str) else v
+        k: v.split(STAGE_LIST_SEPARATOR) if k in MemTraceStage.JOINED and isinstance(v, str) else v
         for k, v in e.attributes.items()}) for e in r.events]) for r in records)
     rebuilt = build_graph(records)
     assert dict(arrays_graph.nodes(data=True)) == dict(rebuilt.nodes(data=True))

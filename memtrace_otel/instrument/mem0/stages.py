@@ -38,6 +38,7 @@ from memtrace_otel.config import env_flag
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import (
+    STAGE_LIST_SEPARATOR,
     Category,
     GenAI,
     GenAIOperation,
@@ -50,7 +51,7 @@ from memtrace_otel.semconv import (
 __all__ = ["StageOperation", "stage_spans_default"]
 
 _STEPS = MemTrace.STEP_NAMES
-_JOINED, _SEPARATOR = MemTraceStage.JOINED, MemTraceStage.SEPARATOR
+_JOINED, _SEPARATOR = MemTraceStage.JOINED, STAGE_LIST_SEPARATOR
 _STEP_INPUTS, _STEP_OUTPUTS = MemTraceStep.INPUTS, MemTraceStep.OUTPUTS
 _ENV = "MEMTRACE_MEM0_STAGE_SPANS"
 _random = random.Random()  # without the SDK's id generator: its own, as the SDK's RandomIdGenerator
