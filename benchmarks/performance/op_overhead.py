@@ -13,7 +13,7 @@ other jobs keep busy (the export thread's work is then not counted).
 "Traced / SDK floor" (issue 28: <= 1.1x) pairs each round's traced operation with the floor measured
 next to it (bare, traced and floor rotate round by round, median of the rounds' ratios).
 
-    python benchmarks/performance/op_overhead.py [--iterations 30000] [--clock wall|thread] [--json]
+    python benchmarks/performance/op_overhead.py [--iterations 30000] [--clock wall|thread] [--json] [--parts]
 """
 
 from __future__ import annotations
@@ -138,14 +138,83 @@ def measure_off(iterations: int) -> dict[str, float]:
     return {"traced_us": (traced_s - empty_s) * 1e6}
 
 
+def measure_parts(iterations: int) -> dict[str, dict[str, float]]:
+    """The traced operation taken apart, content off: each part alone in an operation, next to the SDK
+    calls that record the same thing on a span opened by ``start_as_current_span`` (rotated rounds,
+    medians). ``extra_us`` is what memtrace's own work adds to that part."""
+    provider = _provider()
+    tracer = provider.get_tracer("bench")
+    mt = MemoryTracer(provider, capture_content=False)
+    with mt.operation("seed", Category.INGEST) as op:
+        message = op.write("msg:D1:1", "I moved to Lisbon in March 2021.", kind=VariableKind.MESSAGE)
+    link_to, query_text = message.producer, "Where did the user move in March?"
+    start = {MemTrace.OPERATION_CATEGORY: "extraction", MemTrace.OPERATION_NAME: "extract"}
+
+    def op_only() -> None:
+        with mt.operation("extract", Category.EXTRACTION):
+            pass
+
+    def op_read_linked() -> None:
+        with mt.operation("extract", Category.EXTRACTION) as op:
+            op.read(message)
+
+    def op_read_external() -> None:
+        with mt.operation("extract", Category.EXTRACTION) as op:
+            op.read("instructions", content=query_text, kind=VariableKind.PROMPT)
+
+    def op_write() -> None:
+        with mt.operation("extract", Category.EXTRACTION) as op:
+            op.write("mem:1", "User moved to Lisbon in March 2021", kind=VariableKind.MEMORY_UNIT)
+
+    def sdk(payload: dict[str, object] | None, link: bool) -> Callable[[], None]:
+        def run() -> None:
+            with tracer.start_as_current_span("extract", attributes=start) as s:
+                if link:
+                    s.add_link(link_to, {MemTraceLink.VARIABLE: "msg:D1:1@1"})
+                if payload:
+                    s.set_attributes(payload)
+        return run
+
+    parts = {
+        "start and end": (op_only, sdk(None, False)),
+        "read with a link": (op_read_linked, sdk({MemTrace.INPUTS: ["msg:D1:1@1"]}, True)),
+        "read of an external input": (op_read_external, sdk(
+            {MemTrace.INPUTS: ["instructions@1"],
+             MemTrace.VARIABLES: ["prompt 33 a7b6eda801e5347d instructions@1"]}, False)),
+        "write": (op_write, sdk({MemTrace.OUTPUTS: ["mem:1@1"],
+                                 MemTrace.VARIABLES: ["memory_unit 34 a7b6eda801e5347d mem:1@1"]}, False)),
+    }
+    functions = [f for pair in parts.values() for f in pair]
+    _rotated(functions, iterations // 10, repeats=1)  # warm up
+    rounds = _rotated(functions, iterations)
+    provider.shutdown()
+    result = {}
+    for i, name in enumerate(parts):
+        traced = statistics.median(r[2 * i] for r in rounds)
+        floor = statistics.median(r[2 * i + 1] for r in rounds)
+        result[name] = {"traced_us": traced * 1e6, "sdk_us": floor * 1e6, "extra_us": (traced - floor) * 1e6}
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=30_000)
     parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--parts", action="store_true",
+                        help="only the operation taken apart (content off), each part against its SDK calls")
     args = parser.parse_args()
     global _clock
     _clock = _CLOCKS[args.clock]
+    if args.parts:
+        parts = measure_parts(args.iterations)
+        if args.json:
+            print(json.dumps(parts, indent=2))
+            return
+        for name, r in parts.items():
+            print(f"{name:26} traced {r['traced_us']:6.2f} us  SDK {r['sdk_us']:6.2f} us  "
+                  f"memtrace's own {r['extra_us']:+6.2f} us")
+        return
     results = {"content_off": measure(args.iterations, False), "content_on": measure(args.iterations, True),
                "tracing_off": measure_off(args.iterations)}
     if args.json:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 import click
 
@@ -62,7 +64,23 @@ def _missing(name: str, how: str) -> click.Command:
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
+_from_command_line = False
+"""The group was started with the process's own arguments (the ``memtrace`` script, ``python -m``), not
+called in process with a list of them (click's test runner, an application): see
+:func:`memtrace_otel.cli.common.end_command`."""
+
+
+def from_command_line() -> bool:
+    """Whether this process is the ``memtrace`` command itself (its arguments came from ``sys.argv``)."""
+    return _from_command_line
+
+
 class _LazyGroup(click.Group):
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **options: Any) -> Any:
+        global _from_command_line
+        _from_command_line = args is None
+        return super().main(args, *rest, **options)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*_COMMANDS, *_KNOWN_PLUGINS, *_plugins()})
 

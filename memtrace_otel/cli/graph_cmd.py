@@ -8,6 +8,7 @@ import click
 
 from memtrace_otel.cli.common import (
     content_store_option,
+    end_command,
     files_argument,
     jaeger_option,
     load_graph,
@@ -67,4 +68,4 @@ def graph_command(files: tuple[str, ...], trace_id: str | None, answer: str | No
         dump_graph(graph, fmt, sys.stdout)
     else:
         click.echo(write_graph(graph, fmt), nl=False)
-    raise SystemExit(code)
+    end_command(code)

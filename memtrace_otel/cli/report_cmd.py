@@ -33,6 +33,7 @@ from memtrace_otel.cli.common import (
     EngineChoice,
     content_resolver,
     content_store_option,
+    end_command,
     jaeger_option,
     load_graph,
     report_problems,
@@ -278,7 +279,7 @@ def write_report(ctx: click.Context, batches: list[list[Pipeline]], code: int, *
     _write(out, page_pieces(failures, table, title=f"memtrace report: {len(failures)} failed answer(s)",
                             pipelines=sum(len(b) for b in batches)))
     say(f"wrote {safe_markup(out)}: {len(failures)} failed answer(s)")
-    ctx.exit(code)
+    end_command(code)
 
 
 def _write(path: str, page: Iterable[str]) -> None:

@@ -6,10 +6,14 @@ contents here (off the application thread) instead of onto spans, and spans carr
 them back. A low layer: it imports only the vocabulary (and ``fsspec``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from memtrace_otel.content.externalize import EVALUATION_TEXT_KEYS, externalize_contents, text_refs
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.content.store import ContentStoreError, RefStore, is_digest, open_store
-from memtrace_otel.content.upload import ContentUploader
+
+if TYPE_CHECKING:
+    from memtrace_otel.content.upload import ContentUploader
 
 __all__ = [
     "EVALUATION_TEXT_KEYS",
@@ -22,3 +26,15 @@ __all__ = [
     "open_store",
     "text_refs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The uploader is the writing side (a worker thread, instrumentation suppression: wrapt and
+    # opentelemetry-instrumentation); readers of contents (every ``memtrace`` command) never need
+    # it, so it is imported on first use (PEP 562).
+    if name == "ContentUploader":
+        from memtrace_otel.content.upload import ContentUploader
+
+        globals()[name] = ContentUploader
+        return ContentUploader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
