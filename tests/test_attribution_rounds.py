@@ -370,7 +370,8 @@ class _Mem0:
         context = op.span_context  # type: ignore[attr-defined]
         self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
 
-    def add(self, dia_id: str, said: str, fact: str | None) -> None:
+    def add(self, dia_id: str, said: str, fact: str | None, *, existing: tuple[str, ...] = ()) -> None:
+        """``existing``: the units (by message) the decision read as the memories similar to the fact."""
         with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
             self.remember(f"extract {dia_id}", op)
             message = op.read(f"msg:{dia_id}", content=said, kind=VariableKind.MESSAGE)
@@ -380,6 +381,8 @@ class _Mem0:
             with self.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
                                    store_id="s") as op:
                 op.read(facts)
+                for similar in existing:
+                    op.read(self.units[similar])
                 self.units[dia_id] = op.write(f"mem0:{dia_id}", fact, kind=VariableKind.MEMORY_UNIT)
 
     def overwrite(self, dia_id: str, text: str) -> None:
@@ -537,6 +540,27 @@ def test_an_extraction_that_wrote_only_about_other_things_yields_to_a_search_tha
     system.add("D9:1", "[15 October 2023] Caroline: I passed the adoption agency interviews!",
                "Caroline passed the adoption agency interviews (15 October 2023).")
     system.ask(COUNCIL, COUNCIL_GOLD, ["D8:8", "D8:9"], ["D9:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_search_that_missed_a_later_copy_of_a_fact_an_extraction_dropped_is_the_retrieval_error(
+        tracer_provider, span_exporter):
+    """The evidence's extraction kept only the sister, not Barcelona; a later message said the trip again,
+    and the decision that stored it read the evidence's unit as a similar memory (the later saying is
+    tied to the evidence's lineage). That unit was still stored when the question was asked, and the
+    search returned another memory: the information was in memory, so the search that passed over it
+    is the fault, not the earlier drop (a repaired extraction's unit would have met the same search).
+    Without such a tie, a unit sharing the gold's word stays no excuse for the drop
+    (test_attribution_lineage's later copy of a chunk)."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:1", "[1 March 2023] John: I finally booked my summer trip to Barcelona! My sister is "
+               "coming along.", "John's sister is coming along on his summer trip (1 March 2023).")
+    system.add("D4:2", "[2 April 2023] John: I went camping with my dog Max.",
+               "John went camping with his dog Max (2 April 2023).")
+    system.add("D5:2", "[3 May 2023] John: Only two months until my summer trip to Barcelona.",
+               "John is going on a summer trip to Barcelona in two months (3 May 2023).", existing=("D3:1",))
+    system.ask("Where is John going on his summer trip?", "Barcelona", ["D3:1"], ["D4:2"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 

@@ -150,13 +150,20 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
     if (
         not alive
         and not _losses(case, carries, carries.lineage_stored())
-        and not _unexcused_drops(case, carries)
         and _own_statement_loss(case, carries, asked) is None
     ):
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
-        # only when nothing on the evidence's own lineage was lost or dropped before: the
-        # earliest faulty operation wins.
+        # only when nothing on the evidence's own lineage was lost before: the earliest faulty
+        # operation wins.
         alive = _alive_carriers(case, carries, carries.stored())
+        if alive and _unexcused_drops(case, carries):
+            # An extraction that stored none of the fact is no such loss when a later saying of it,
+            # written by a write that read memory descended from the evidence (a memory system's
+            # update decision reads the memories similar to the new fact), was still held at the
+            # question: the information was in memory, and a repaired extraction's unit would have
+            # met the same search that passed over this one. A unit with no such tie only shares
+            # the gold's words ("Rome wasn't built in a day"): the drop stays the first loss.
+            alive = [v for v in alive if v in carries.descendants]
     chain = sorted(
         (
             op
