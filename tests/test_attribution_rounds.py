@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import networkx as nx
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -563,6 +564,32 @@ def test_a_search_that_missed_a_later_copy_of_a_fact_an_extraction_dropped_is_th
     system.ask("Where is John going on his summer trip?", "Barcelona", ["D3:1"], ["D4:2"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+@pytest.mark.parametrize(("copy", "blamed", "error_type"), [
+    ("Tim loved the history of the castle he visited in the UK (9 June 2023).", "search",
+     ErrorType.RETRIEVAL),
+    ("Tim's pottery class, his new job at the bank, his marathon training, his sister's wedding and the "
+     "history of the UK castle he loved keep him busy (9 June 2023).", "delete D2:3", ErrorType.DELETION),
+])
+def test_a_loss_on_the_evidence_lineage_is_decisive_only_if_the_search_would_have_found_the_lost_unit(
+        tracer_provider, span_exporter, copy, blamed, error_type):
+    """The evidence's castle fact was deleted; another message's unit naming the UK was alive when the
+    question was asked, and the search passed over it. A copy as close to the question as the lost unit
+    would have been passed over like it: the search decided the answer. A copy farther from the question
+    than the lost unit (the castle among four other things) was no sign that the search would have
+    passed over the lost unit too: the deletion decided."""
+    system = _Mem0(tracer_provider)
+    system.add("D2:3", "[5 May 2023] Tim: Last Friday I visited a castle in the UK and loved its history.",
+               "Tim visited a castle in the UK last Friday and loved its history "
+               "(the friday before 5 May 2023).")
+    system.add("D3:1", "[2 June 2023] Tim: I went camping with my dog Max.",
+               "Tim went camping with his dog Max (2 June 2023).")
+    system.add("D4:1", "[9 June 2023] Tim: Back from the UK!", copy)
+    system.delete("D2:3")
+    system.ask("Which country did Tim visit a castle in?", "UK", ["D2:3"], ["D3:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
 # -- MemBase's systems: raw messages folded into memory, containers of messages,

@@ -29,7 +29,13 @@ off the graph without a model:
    outputs do not is to blame -- the op that wrote the answer a
    ResponseError whatever its category, a retrieval or rerank a
    RetrievalError. A unit alive in the searched scope and not returned is
-   that search's RetrievalError.
+   that search's RetrievalError. A unit from elsewhere (another message's
+   saying of the fact) counts so only when no loss on the evidence's own
+   lineage came first and decided: an extraction that stored none of it
+   did not when the unit's write read memory descended from the evidence (a
+   memory system's update decision reads the similar memories); a lost unit
+   did not when the alive one is at least as close to the question
+   (offline embeddings): the search would have passed over it too.
 4. **Write side** (before the question, forward from the evidence): an
    operation is judged by what it wrote (memory units, versions, tombstones,
    what it passed on), never by its prompts, raw model responses or model-call
@@ -143,15 +149,17 @@ class Verdict:
     evidence id names a turn near the one saying the answer) may not have stated the fact."""
 
 
-def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset()) -> Verdict | None:
+def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
+               question: str | None = None) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carriers(case, carries, carries.lineage_stored())
-    if (
-        not alive
-        and not _losses(case, carries, carries.lineage_stored())
-        and _own_statement_loss(case, carries, asked) is None
-    ):
+    own_losses = [before for _, before, _ in _losses(case, carries, carries.lineage_stored())]
+    if (own := _own_statement_loss(case, carries, asked)) is not None:
+        own_losses.append(own[2])
+    if not alive and own_losses and question:
+        alive = _no_further(case, question, _alive_carriers(case, carries, carries.stored()), own_losses)
+    elif not alive and not own_losses:
         # A unit from elsewhere (a duplicate) holding the fact makes a miss a retrieval error
         # only when nothing on the evidence's own lineage was lost before: the earliest faulty
         # operation wins.
@@ -221,6 +229,27 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             case.answer,
         )
     return None
+
+
+def _no_further(case: LineageCase, question: str, alive: list[str], lost: list[str]) -> list[str]:
+    """Of ``alive`` (units from elsewhere carrying the fact at the question), those at least as close to
+    the question (offline embeddings) as the closest unit the evidence's lineage lost; none without
+    the embedding model.
+
+    A loss on the evidence's own lineage comes first (the earliest faulty operation) only if it was
+    decisive: had the lost unit stayed, would the question's search have returned it? It passed
+    over a copy alive in its store; a lost unit no closer to the question than that copy would
+    have been passed over too, so the search, not the loss, decided the answer. A lost unit closer
+    to the question than every alive copy is one the search would have found: the loss decided.
+    """
+    embed, index = case.semantic, case.index
+    if embed is None or not alive:
+        return []
+    texts = [index.text(v) or "" for v in (*lost, *alive)]
+    vectors = embed([question, *texts])
+    similarity = (vectors[1:] @ vectors[0]).tolist()
+    bar = max(similarity[:len(lost)])
+    return [v for v, s in zip(alive, similarity[len(lost):], strict=True) if s >= bar]
 
 
 def _results(index: GraphIndex, op: str) -> list[str]:
@@ -575,7 +604,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
     asked = tokenize(failure.question)
-    verdict = _read_side(case, carries, asked) or _write_side(
+    verdict = _read_side(case, carries, asked, failure.question) or _write_side(
         case, carries, asked, critical_information(failure.gold, failure.question) if failure.gold else None)
     if verdict is None:
         return None
