@@ -951,3 +951,76 @@ def test_a_golds_capitalised_first_word_is_no_name_the_statement_must_keep(trace
                "Raise money for a dog shelter", ["D10:10"], ["D10:11"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+KAYAK = "What did Evan share a photo of that was taken on a camping trip?"
+KAYAK_SAID = ("[11 January 2024] Evan: Glad to hear it! Nature really has a way of calming and reviving the "
+              "soul. Last summer I went on a camping trip. [shares a photo of a kayak seen from the front of "
+              "the boat]")
+
+
+def _kayak_history(provider: TracerProvider, fact: str, *, elsewhere: str | None = None) -> _Mem0:
+    """Evan's photo turn extracted as ``fact``; Sam's turns stored; with ``elsewhere``, a later turn of
+    Evan's stored as that fact; the search returns one of Sam's memories."""
+    system = _Mem0(provider)
+    system.add("D25:8", KAYAK_SAID, fact)
+    for n, thing in enumerate(("pottery", "her garden", "a new book", "the rain")):
+        system.add(f"D25:{n}", f"[11 January 2024] Sam: Let me tell you about {thing}.",
+                   f"Sam talked about {thing} (11 January 2024).")
+    if elsewhere is not None:
+        system.add("D26:1", "[20 January 2024] Evan: Still thinking about that trip.", elsewhere)
+    system.ask(KAYAK, "a kayak", ["D25:8"], ["D25:0"])
+    return system
+
+
+def test_a_search_that_missed_what_an_extraction_wrote_about_other_parts_of_the_message_is_to_blame(
+        tracer_provider, span_exporter):
+    """The extraction kept the turn's sentence about nature, not the photo's caption: it wrote about other
+    things than the fact, in Evan's name, from the turn's own words. Nothing shows it dropped a fact
+    (a caption, an evidence id beside the turn saying the answer, an answer inferred): what it wrote
+    was in memory, and the search that returned none of it is the fault."""
+    system = _kayak_history(tracer_provider, "Evan believes nature has a way of calming and reviving the "
+                                             "soul (11 January 2024).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_an_extraction_that_gave_the_turn_to_the_other_speaker_stays_at_fault(tracer_provider, span_exporter):
+    """The same statement in Sam's name: the extraction swapped the speaker, its own fault."""
+    system = _kayak_history(tracer_provider, "Sam believes nature has a way of calming and reviving the soul "
+                                             "(11 January 2024).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)
+
+
+def test_a_unit_of_another_turn_stating_the_whole_gold_makes_the_miss_the_searchs(
+        tracer_provider, span_exporter):
+    """The turn's extraction kept nothing of it but the speaker (its own statement is no memory of the
+    turn), but a later turn's unit says the whole gold and what the question asks by: the answer was in
+    memory, and the search missed it."""
+    system = _kayak_history(tracer_provider, "Evan turned 40 this year (11 January 2024).",
+                            elsewhere="Evan took a photo of a kayak on his camping trip (20 January 2024).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+    # Without that unit, the extraction that stored nothing of the turn is the fault.
+    span_exporter.clear()
+    system = _kayak_history(tracer_provider, "Evan turned 40 this year (11 January 2024).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)
+
+
+def test_another_turns_unit_holding_a_date_gold_does_not_make_the_miss_the_searchs(
+        tracer_provider, span_exporter):
+    """A date gold is no statement of the fact: every unit of that time holds it. The turn's extraction
+    kept nothing of it; another turn's unit naming the month and a word of the question (the lake) is not what
+    memory held of the camping trip, and the extraction stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D25:8", "[11 January 2024] Evan: In March 2023 I went on a camping trip by the lake.",
+               "Evan turned 40 this year (11 January 2024).")
+    system.add("D26:1", "[20 January 2024] Evan: My sister moved to a house by a lake in March 2023.",
+               "Evan helped his sister move to a house by a lake in March 2023 (20 January 2024).")
+    system.add("D26:2", "[20 January 2024] Sam: I passed the adoption agency interviews!",
+               "Sam passed the adoption agency interviews (20 January 2024).")
+    system.ask("When did Evan go on a camping trip by the lake?", "March 2023", ["D25:8"], ["D26:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)

@@ -281,10 +281,16 @@ class Carrying:
         answer lost it later. A statement quoted word for word from another message is that
         message's.
         """
-        index, info = self.case.index, self.info
-        if not info.exact <= index.tokens(variable):
+        return self.restates_message(variable, self.info.exact)
+
+    def restates_message(self, variable: str, keep: frozenset[str]) -> bool:
+        """Whether a statement of ``variable`` restates part of the evidence message (:data:`_RESTATED_SHARE`
+        of its IDF weight, ``keep``'s tokens aside) and ``variable`` holds ``keep`` (the speaker asked
+        about, say); a statement quoted word for word from another message is that message's."""
+        index = self.case.index
+        if not keep <= index.tokens(variable):
             return False
-        said = {t: index.idf(t) for _, tokens in index.pieces(self.evidence) for t in tokens - info.exact}
+        said = {t: index.idf(t) for _, tokens in index.pieces(self.evidence) for t in tokens - keep}
         total = math.fsum(said.values())
         if not total:
             return False

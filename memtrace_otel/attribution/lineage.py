@@ -54,6 +54,11 @@ off the graph without a model:
    lineage comes before the loss of a unit from elsewhere; if a unit still
    held it when the question was asked and the answer's context does not,
    the question's search of that unit's store missed it (RetrievalError).
+   An extraction whose statements are all about other parts of its message is
+   not shown to have dropped the fact (an evidence id may name the turn beside
+   the one saying it, an abstractive gold is inferred): if memory held a unit
+   stating the whole gold, or the units it wrote restating the message, alive
+   and not returned, the question's earliest search of their store is blamed.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
@@ -115,6 +120,7 @@ from memtrace_otel.attribution.survival import (
     salient,
     statement_fate,
     statement_loss,
+    stored_instead,
     wrote_about,
 )
 from memtrace_otel.graph.node_types import OPERATION
@@ -477,6 +483,11 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     if fate is not None and (missed := _missed(case, fate, stated, carries.evidence)) is not None:
         missed.alternatives = candidates
         return missed
+    if (fate is None and kind is ErrorType.EXTRACTION and index.category(candidates[0]) in _EXTRACTION_ROLES
+            and (unread := _unread(case, stored_instead(case, carries, candidates[0], asked=asked,
+                                                        gold=stated))) is not None):
+        unread.alternatives = candidates
+        return unread
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
@@ -559,6 +570,29 @@ def _search_steps(index: GraphIndex, searches: list[str], retrievals: list[str])
                                    if index.data(v).get("kind") not in STORED_KINDS):
             steps.add(op)
     return [op for op in retrievals if op in steps]
+
+
+def _unread(case: LineageCase, units: list[str]) -> Verdict | None:
+    """The question's earliest search whose store held one of ``units`` (alive, not returned: what memory
+    had for the fact while the extraction that wrote about other things is not shown at fault,
+    :func:`.survival.stored_instead`); ``None`` when there are none or no search of their stores is known."""
+    index = case.index
+    retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
+                         and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
+                         and not index.is_step(op)), key=index.order)
+    read = set(index.inputs(case.generator))
+    for search in retrievals:
+        unit = next((u for u in units if _same_store(index, search, u, retrievals)), None)
+        if unit is not None:
+            # The step of a search in several steps that returned memory or the answerer's context (as
+            # :func:`_missed` does).
+            search = next((op for op in _search_steps(index, [search], retrievals)
+                           if any(index.data(v).get("kind") in STORED_KINDS or v in read
+                                  for v in _results(index, op))), search)
+            return Verdict(search, ErrorType.RETRIEVAL, f"{unit} held what memory had of the fact (the "
+                           "extraction wrote about other things), but the retrieved context does not", unit,
+                           confidence=0.6)
+    return None
 
 
 def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[str]

@@ -22,11 +22,12 @@ import re
 from dataclasses import dataclass
 
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
-from memtrace_otel.attribution.graph_index import GraphIndex
+from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
+from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import MONTH_NAMES
 
-__all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "wrote_about"]
+__all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "stored_instead", "wrote_about"]
 
 _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
@@ -40,6 +41,10 @@ _ABOUT_GOLD_SHARE = 0.5
 _ABOUT_QUESTION_SHARE = 0.5
 _ABOUT_SENTENCE_SHARE = 0.3
 _WORD_WEIGHT = 1.0  # a plain gold word's weight in :class:`.Information`; names and numbers weigh more
+_READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK, Category.GENERATION})
+_STATES_GOLD_SHARE = 0.8
+"""Share (weighted) of the whole gold a line of another unit must hold to state the answer (the presence
+test's carrying threshold)."""
 
 
 @dataclass(slots=True)
@@ -120,6 +125,85 @@ def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozens
     if not statements:
         return None
     return any(_aboutness(info, question, tokens, said) > 0 for tokens in statements)
+
+
+def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset(),
+                   gold: Information | None = None) -> list[str]:
+    """Units alive in the question's stores when it is asked, that the answer's context does not hold,
+    and that hold what memory had for the fact, when extraction ``op`` wrote statements from the
+    evidence none of which is about the fact (:func:`wrote_about` is ``False``); else ``[]``.
+
+    Such an extraction did its job on what the message said as facts: an evidence id may
+    name the turn beside the one stating the answer (a photo turn, a question before its
+    reply), and an abstractive gold ("Likely no", "thoughtful") is inferred from a fact in
+    other words. Nothing shows it dropped the fact, and what it did write is memory the
+    question's search could return. What memory held, best first:
+
+    * a unit with a line stating the whole ``gold`` (:data:`_STATES_GOLD_SHARE` of it, its
+      exact tokens, and a word of the question besides them and its dates: a "3" in a line about another
+      thing does not answer "how many turtles"), written from any message: an extractor
+      dedupes, speakers repeat; not for a date gold (a month, a year), which every fact of its
+      session holds;
+    * else the current versions of the units written from the evidence itself that keep one of
+      ``op``'s statements (:func:`keeps`: not a unit a decision that read its facts only touched)
+      and restate part of the message (:meth:`.Carrying.restates_message`: a fact that keeps
+      nothing of it but its date and speaker left its content unstored), when one of ``op``'s
+      statements names the speaker
+      asked about (a statement given to the other speaker is the extraction's own fault) and
+      they keep that name; none if the context holds one of them already (the reader had what
+      the extraction kept).
+
+    Sorted by name within each kind, so the choice does not depend on hash order.
+    """
+    index, info = case.index, carries.info
+    if carries.structural or wrote_about(case, carries, op, asked=asked) is not False:
+        return []
+    contexts = [index.tokens(v) for v in index.inputs(case.generator)
+                if index.data(v).get("kind") != VariableKind.QUERY]
+
+    def memory(variable: str) -> bool:
+        """A memory unit, or written by the write side: a list of results a retrieval wrote or a later
+        step read (named by the ids it lists) is no memory unit."""
+        if index.data(variable).get("kind") in STORED_KINDS:
+            return True
+        producer = index.producer(variable)
+        return producer is not None and index.category(producer) not in _READ_SIDE
+
+    def alive(variable: str) -> str | None:
+        current = index.state_at(index.data(variable)["name"], case.query_time)
+        return None if current is None or index.data(current).get("deleted") else current
+
+    def unread(variable: str) -> bool:
+        return not any(index.tokens(variable) <= held for held in contexts)
+
+    found: list[str] = []
+    if gold is not None and gold.gold and not any(t in MONTH_NAMES or (t.isdigit() and len(t) == 4)
+                                                  for t in gold.gold):
+        weights, exact = gold.gold, gold.exact | info.exact
+        # A date the question names is in every line of that day: no word of the question's topic.
+        topic = frozenset(t for t in asked - exact if not t.isdigit() and t not in MONTH_NAMES)
+        keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
+        for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
+            if (index.produced_at(variable) < case.query_time and memory(variable)
+                    and alive(variable) == variable and unread(variable)
+                    and any(exact <= line and (not topic or not topic.isdisjoint(line))
+                            and weighted_share(weights, line) >= _STATES_GOLD_SHARE
+                            for line in index.lines(variable))):
+                found.append(variable)
+    if found:
+        return found
+    speaker = info.exact - info.gold.keys()
+    statements = [tokens for v in index.written(op) if not index.is_stored(v)
+                  for text, tokens in index.pieces(v)
+                  if len(tokens) >= _MIN_WORDS and not index.quoted_message(text)]
+    if not any(speaker <= tokens for tokens in statements):
+        return []
+    # The units that keep one of its statements: what this extraction wrote, not a unit a decision that
+    # read its facts only touched.
+    own = [current for v in sorted(carries.written_from) if index.is_stored(v) and memory(v)
+           and (current := alive(v)) is not None and carries.restates_message(current, speaker)
+           and any(keeps(index, current, statement, info) for statement in statements)]
+    return list(dict.fromkeys(own)) if all(unread(v) for v in own) else []
 
 
 def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
