@@ -25,9 +25,12 @@ def test_a_rare_gold_said_whole_identifies_the_fact_without_the_circumstances_th
     assert not rare.carried_by(tokenize(EXTRACTED))  # the plain presence test still asks for the topic
 
 
-def _walk_history(provider, quoted: bool):  # type: ignore[no-untyped-def]
+def _walk_history(provider, quoted: bool, returned: str = "D1:2",  # type: ignore[no-untyped-def]
+                  again: bool = False):
     """Caroline's walk turn extracted without its circumstances, then a search that missed the unit.
-    With ``quoted``, Melanie's later turn repeats the gold word for word and is stored as said."""
+    With ``quoted``, Melanie's later turn repeats the gold word for word and is stored as said; with
+    ``again``, Caroline's own later turn says it again. The search returns the unit written from turn
+    ``returned``."""
     from memtrace_otel import Category, MemoryTracer, VariableKind
 
     mt = MemoryTracer(provider, capture_content=True)
@@ -38,6 +41,11 @@ def _walk_history(provider, quoted: bool):  # type: ignore[no-untyped-def]
     if quoted:
         turns["D1:3"] = ("[26 August 2023] Melanie: You found a vibrant rainbow sidewalk during Pride Month.",
                          "You found a vibrant rainbow sidewalk during Pride Month.")
+    if again:
+        turns["D1:4"] = ("[27 August 2023] Caroline: I keep thinking of that rainbow sidewalk I came across "
+                         "walking in my neighborhood for Pride Month.",
+                         "Caroline came across a rainbow sidewalk walking in her neighborhood for Pride "
+                         "Month (27 August 2023).")
     units = {}
     for dia_id, (text, fact) in turns.items():
         with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
@@ -52,7 +60,7 @@ def _walk_history(provider, quoted: bool):  # type: ignore[no-untyped-def]
     with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
         ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
         op.write("query:q1", WALK, kind=VariableKind.QUERY)
-        unit = op.read(units["D1:2"])
+        unit = op.read(units[returned])
         retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
     with mt.operation("answer", Category.GENERATION) as op:
         op.read(retrieved)
@@ -88,6 +96,19 @@ def test_another_message_repeating_a_rare_gold_does_not_carry_the_evidence(trace
     from memtrace_otel.attribution import ErrorType
 
     ops = _walk_history(tracer_provider, quoted=True)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
+
+
+def test_a_context_with_the_gold_from_another_message_is_no_response_error_when_memory_never_had_the_fact(
+        tracer_provider, span_exporter):
+    """The reader had a unit of Caroline's later turn saying the gold again, but nothing written from the
+    evidence turn held the fact when the question was asked: the gold's words in the context are another
+    message's, and the extraction that kept none of the evidence's fact is the first loss, not the
+    reader."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _walk_history(tracer_provider, quoted=True, returned="D1:4", again=True)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
 

@@ -638,8 +638,17 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     carries = Carrying(case, evidence, info, structural=structural,
                        stated=critical_information(failure.gold, failure.question) if failure.gold else None)
     asked = tokenize(failure.question)
-    verdict = _read_side(case, carries, asked, failure.question) or _write_side(
-        case, carries, asked, critical_information(failure.gold, failure.question) if failure.gold else None)
+    stated = critical_information(failure.gold, failure.question) if failure.gold else None
+    verdict = _read_side(case, carries, asked, failure.question)
+    if verdict is not None and _untied_context(case, carries, verdict):
+        # The answerer's context holds the gold's words, but no unit written from the evidence was in
+        # memory at the question: they came from another message (one saying something like it, or
+        # sharing common words). The reader never had this message's fact; the write that kept none
+        # of it is the first loss, and a repaired one would have given the reader the fact.
+        written = _write_side(case, carries, asked, stated)
+        if written is not None and written.error_type in _LOSS_TYPES | {ErrorType.EXTRACTION}:
+            verdict = written
+    verdict = verdict or _write_side(case, carries, asked, stated)
     if verdict is None:
         return None
     verdict.gold_grounded = info.source == "gold" and not structural
@@ -652,6 +661,15 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     elif info.source != "gold":
         verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
+
+
+def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> bool:
+    """Whether ``verdict`` blames the answerer for a context carrier with no tie to the evidence: not
+    written from it, while nothing on the evidence's lineage carried the fact when the question was
+    asked."""
+    return (verdict.error_type is ErrorType.RESPONSE and not carries.structural
+            and verdict.carrier is not None and verdict.carrier not in carries.descendants
+            and not _alive_carriers(case, carries, carries.lineage_stored()))
 
 
 def _is_question(sentence: str) -> bool:
