@@ -16,8 +16,8 @@ nodes that say how much they stand for:
 
 Nodes come out in time order (execution order of operations; a variable at
 its producer's time). Thread safety: pure functions over a graph they only read (a graph's set of
-overwritten variables is cached per graph, recomputed when its node count changes; two threads may
-both compute it, with the same result).
+overwritten variables, its nodes' traces and times are cached per graph, dropped when its node count
+changes; two threads may both compute one, with the same result).
 """
 
 from __future__ import annotations
@@ -91,8 +91,17 @@ def _time(G: nx.DiGraph, node: str, cache: dict[str, float]) -> float:
     return value
 
 
-def _trace_of(G: nx.DiGraph, node: str) -> str | None:
-    """An operation's trace; a variable belongs to its producer's trace (or its first reader's)."""
+def _trace_of(G: nx.DiGraph, node: str, cache: dict[str, str | None] | None = None) -> str | None:
+    """An operation's trace; a variable belongs to its producer's trace (or its first reader's).
+
+    ``cache`` (the graph's, :func:`_memo`) keeps each answer: a page's failures share most of
+    their ancestors (the same conversation, the same memories), and every failure asks for the
+    trace of each of its answer's ancestors."""
+    if cache is not None:
+        if node in cache:
+            return cache[node]
+        cache[node] = found = _trace_of(G, node)
+        return found
     nodes = G._node
     if nodes[node].get("type") == OPERATION:
         return nodes[node].get("trace_id")
@@ -133,10 +142,30 @@ def _lost(G: nx.DiGraph, attribution: Any, root: str | None) -> list[str]:
     return list(dict.fromkeys(lost))
 
 
-def _question_trace(G: nx.DiGraph, answer: str, upstream: set[str]) -> set[str]:
+def _question_trace(G: nx.DiGraph, answer: str, upstream: set[str],
+                    traces: dict[str, str | None]) -> set[str]:
     """What the answer was made of in its own trace: the question, the search, the context."""
-    trace = _trace_of(G, answer)
-    return {n for n in upstream if _trace_of(G, n) == trace} if trace else set()
+    trace = _trace_of(G, answer, traces)
+    if not trace:
+        return set()
+    # The cache looked up here, not through _trace_of: this runs over every ancestor of every answer.
+    return {n for n in upstream if (traces[n] if n in traces else _trace_of(G, n, traces)) == trace}
+
+
+def _ancestors(G: nx.DiGraph, node: str) -> set[str]:
+    """``nx.ancestors(G, node)``, the same set, by a plain walk over ``G._pred`` (networkx's goes
+    through a generic breadth-first search, a generator of edges, at several times the cost: the
+    report takes every failed answer's ancestors)."""
+    pred = G._pred
+    seen: set[str] = set()
+    frontier = [node]
+    while frontier:
+        for parent in pred[frontier.pop()]:
+            if parent not in seen:
+                seen.add(parent)
+                frontier.append(parent)
+    seen.discard(node)
+    return seen
 
 
 def _reachable_within(G: nx.DiGraph, sources: list[str], upstream: set[str]) -> set[str]:
@@ -155,11 +184,11 @@ def _reachable_within(G: nx.DiGraph, sources: list[str], upstream: set[str]) -> 
 
 
 def _candidate_nodes(G: nx.DiGraph, core: list[str], evidence: list[str], answer: str | None,
-                     upstream: set[str]) -> set[str]:
+                     upstream: set[str], traces: dict[str, str | None]) -> set[str]:
     """The core, the answer's own trace, everything between the evidence and the answer, one hop around."""
     keep = set(core)
     if answer is not None and answer in G:
-        keep |= _question_trace(G, answer, upstream)
+        keep |= _question_trace(G, answer, upstream, traces)
         keep |= _reachable_within(G, [m for m in evidence if m in upstream], upstream)
     frontier = set(core)
     for _ in range(_CONTEXT_HOPS):
@@ -168,24 +197,35 @@ def _candidate_nodes(G: nx.DiGraph, core: list[str], evidence: list[str], answer
     return keep
 
 
-_OVERWRITTEN: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+@dataclass(slots=True)
+class _Memo:
+    """What a graph's failures share, kept per graph while its node count holds: its variables
+    with a newer version (one pass over its edges), each node's trace and time (a message read
+    by thousands of operations, a memory many answers descend from, would otherwise be looked at
+    again in every failure)."""
+
+    size: int
+    overwritten: frozenset[str]
+    traces: dict[str, str | None] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)
 
 
-def _overwritten(G: nx.DiGraph) -> frozenset[str]:
-    """Variables with a newer version: one pass over ``G``'s edges, kept while its node count holds
-    (a message read by thousands of operations would otherwise be scanned in every failure)."""
-    size = len(G)  # O(1), unlike number_of_edges(): a graph that grew is scanned again
-    cached = _OVERWRITTEN.get(G)
-    if cached is None or cached[0] != size:
+_MEMO: weakref.WeakKeyDictionary[nx.DiGraph, _Memo] = weakref.WeakKeyDictionary()
+
+
+def _memo(G: nx.DiGraph) -> _Memo:
+    size = len(G)  # O(1), unlike number_of_edges(): a graph that grew is looked at again
+    memo = _MEMO.get(G)
+    if memo is None or memo.size != size:
         found = frozenset(u for u, _, role in G.edges(data="role") if role == "version")
-        cached = _OVERWRITTEN[G] = (size, found)
-    return cached[1]
+        memo = _MEMO[G] = _Memo(size, found)
+    return memo
 
 
 def _marks(G: nx.DiGraph, node: str, core: set[str], evidence: set[str], lost: set[str],
            root: str | None, answer: str | None, evaluation: str,
            overwritten: frozenset[str]) -> frozenset[str]:
-    data = G.nodes[node]
+    data = G._node[node]  # the node dict itself: G.nodes[...] builds a view per call
     marks = set()
     if node == root:
         marks.add("root_cause")
@@ -206,7 +246,7 @@ def _fold_chains(G: nx.DiGraph, keep: set[str], protected: set[str]) -> dict[str
     """Variable versions to fold, each mapped to its group id: the middle of long runs of one name."""
     by_name: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for node in keep:
-        data = G.nodes[node]
+        data = G._node[node]
         if data.get("type") == VARIABLE and isinstance(data.get("version"), int):
             by_name[str(data.get("name"))].append((data["version"], node))
     folded: dict[str, str] = {}
@@ -228,7 +268,7 @@ def _fold_chains(G: nx.DiGraph, keep: set[str], protected: set[str]) -> dict[str
 def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, str]) -> None:
     """Fold the off-path inputs and outputs of operations with many of them (those touching nothing else)."""
     degree: dict[str, int] = {}
-    for op in sorted(n for n in keep if G.nodes[n].get("type") == OPERATION):
+    for op in sorted(n for n in keep if G._node[n].get("type") == OPERATION):
         for side, neighbours in (("in", G._pred[op]), ("out", G._succ[op])):
             # A dict view's ``&`` iterates the smaller side (set.intersection would iterate the
             # dict): a search may read thousands of nodes, a slice keeps a few hundred.
@@ -296,8 +336,9 @@ def lineage_slice(G: nx.DiGraph, attribution: Any, *, max_nodes: int = 200) -> L
     case = attribution.case
     core, evidence, root = _core(G, attribution)
     answer = case.answer if case.answer in G else None
-    upstream = nx.ancestors(G, answer) | {answer} if answer else set()
-    keep = _candidate_nodes(G, core, evidence, answer, upstream)
+    memo = _memo(G)
+    upstream = _ancestors(G, answer) | {answer} if answer else set()
+    keep = _candidate_nodes(G, core, evidence, answer, upstream, memo.traces)
     lost = _lost(G, attribution, root)
     keep |= set(lost)
     protected = set(core) | set(lost)
@@ -305,11 +346,12 @@ def lineage_slice(G: nx.DiGraph, attribution: Any, *, max_nodes: int = 200) -> L
     _fold_siblings(G, keep, protected, folded)
     _cap(G, keep, protected, folded, max_nodes)
     total = len(upstream | keep)
-    return _assemble(G, keep, folded, core, evidence, lost, root, answer, case.evaluation, total)
+    return _assemble(G, keep, folded, core, evidence, lost, root, answer, case.evaluation, total, memo)
 
 
-def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str]) -> SliceNode:
-    data = G.nodes[node]
+def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str],
+          traces: dict[str, str | None]) -> SliceNode:
+    data = G._node[node]
     if data.get("type") == OPERATION:
         steps = data.get("steps") or data.get("step") or ()
         detail = str(data.get("category") or "")
@@ -320,16 +362,16 @@ def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str]) -> Slice
     content = data.get("content")
     size = data.get("size")
     detail = f"{data.get('kind') or 'variable'}" + (f", {size} B" if isinstance(size, int) else "")
-    return SliceNode(node, "variable", node, time, _trace_of(G, node), None, detail,
+    return SliceNode(node, "variable", node, time, _trace_of(G, node, traces), None, detail,
                      content if isinstance(content, str) else None, marks)
 
 
 def _assemble(G: nx.DiGraph, keep: set[str], folded: dict[str, str], core: list[str], evidence: list[str],
               lost: list[str], root: str | None, answer: str | None, evaluation: str,
-              total: int) -> LineageSlice:
-    times: dict[str, float] = {}
+              total: int, memo: _Memo) -> LineageSlice:
+    times, traces = memo.times, memo.traces
     core_set, evidence_set, lost_set = set(core), set(evidence), set(lost)
-    overwritten = _overwritten(G)
+    overwritten = memo.overwritten
     nodes: dict[str, SliceNode] = {}
     groups: dict[str, list[str]] = defaultdict(list)
     for node in keep:
@@ -337,25 +379,25 @@ def _assemble(G: nx.DiGraph, keep: set[str], folded: dict[str, str], core: list[
             groups[folded[node]].append(node)
         else:
             marks = _marks(G, node, core_set, evidence_set, lost_set, root, answer, evaluation, overwritten)
-            nodes[node] = _node(G, node, _time(G, node, times), marks)
+            nodes[node] = _node(G, node, _time(G, node, times), marks, traces)
     for group, members in groups.items():
-        nodes[group] = _collapsed(G, group, members, times)
+        nodes[group] = _collapsed(G, group, members, times, traces)
     edges = _edges(G, keep, folded, core_set | lost_set)
     ordered = sorted(nodes.values(), key=lambda n: (n.time, n.id))
-    traces = _traces(G, keep, times)
-    return LineageSlice(ordered, edges, traces, root, lost, total)
+    return LineageSlice(ordered, edges, _traces(G, keep, times, traces), root, lost, total)
 
 
-def _collapsed(G: nx.DiGraph, group: str, members: list[str], times: dict[str, float]) -> SliceNode:
+def _collapsed(G: nx.DiGraph, group: str, members: list[str], times: dict[str, float],
+               traces: dict[str, str | None]) -> SliceNode:
     when = sorted(_time(G, m, times) for m in members)
-    ops = sum(G.nodes[m].get("type") == OPERATION for m in members)
+    ops = sum(G._node[m].get("type") == OPERATION for m in members)
     what = {"fold:chain": "versions", "fold:in": "other inputs", "fold:out": "other outputs"}
     kind = next((label for prefix, label in what.items() if group.startswith(prefix)), "more nodes")
     label = f"… {len(members)} {kind}"
     detail = f"{len(members) - ops} variable(s), {ops} operation(s) folded"
     middle = sorted(members, key=lambda m: _time(G, m, times))[len(members) // 2]
-    return SliceNode(group, "collapsed", label, when[len(when) // 2], _trace_of(G, middle), None, detail,
-                     None, frozenset(), len(members))
+    return SliceNode(group, "collapsed", label, when[len(when) // 2], _trace_of(G, middle, traces), None,
+                     detail, None, frozenset(), len(members))
 
 
 def _edges(G: nx.DiGraph, keep: set[str], folded: dict[str, str], path: set[str]) -> list[tuple[str, str]]:
@@ -382,10 +424,11 @@ def _edges(G: nx.DiGraph, keep: set[str], folded: dict[str, str], path: set[str]
     return list(kept)
 
 
-def _traces(G: nx.DiGraph, keep: Iterable[str], times: dict[str, float]) -> list[str]:
+def _traces(G: nx.DiGraph, keep: Iterable[str], times: dict[str, float],
+            cache: dict[str, str | None]) -> list[str]:
     first: dict[str, float] = {}
     for node in keep:
-        trace = _trace_of(G, node)
+        trace = _trace_of(G, node, cache)
         if trace:
             first[trace] = min(first.get(trace, float("inf")), _time(G, node, times))
     return sorted(first, key=lambda t: (first[t], t))
