@@ -1,5 +1,6 @@
 """`memtrace graph -o FILE` against the library's read + build on the same file, for two checkouts,
-interleaved in one run (issue 28, item 3: the command at <= 1.3x the library's CPU).
+interleaved in one run (issue 28, item 3: the command at <= 1.3x the library's CPU). With
+``--command report``: `memtrace report --out FILE` against the library's read + build + attribute.
 
 Each measurement is a fresh process: the library's read + build is ``graph_build.py``'s script (its
 CPU from before reading to after building, as that benchmark reports it); the command runs under
@@ -9,7 +10,7 @@ jobs keep busy, CPU times of one process move by up to 1.6x from run to run: the
 pair, are the measurement.
 
     python benchmarks/performance/graph_command_cpu.py --file SPANS.jsonl --before /tmp/before \\
-        --after "$PWD" [--rounds 6] [--json]
+        --after "$PWD" [--rounds 6] [--command graph|report] [--json]
 """
 
 from __future__ import annotations
@@ -25,25 +26,30 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_build import _GRAPH  # the library's read + build, as graph_build.py measures it
+from graph_build import _ANALYZE, _GRAPH  # the library's work, as graph_build.py measures it
+
+# Each command's arguments after the span file, and the library's script it is measured against.
+_COMMANDS = {"graph": (["-o", "graph.json"], _GRAPH, "read + build"),
+             "report": (["--out", "report.html"], _ANALYZE, "read + build + attribute")}
 
 
-def _command(root: str, path: str, scratch: str) -> float:
+def _command(root: str, path: str, scratch: str, command: str = "graph") -> float:
     time_binary = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
     memtrace = str(Path(sys.executable).with_name("memtrace"))
     report = os.path.join(scratch, "time.txt")
     env = dict(os.environ, PYTHONPATH=root)
-    subprocess.run([time_binary, "-f", "%U %S", "-o", report, memtrace, "graph", path,
-                    "-o", os.path.join(scratch, "graph.json")],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    option, output = _COMMANDS[command][0]
+    subprocess.run([time_binary, "-f", "%U %S", "-o", report, memtrace, command, path,
+                    option, os.path.join(scratch, output)],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(report, encoding="utf-8") as handle:
         user, system = handle.read().split()[-2:]
     return float(user) + float(system)
 
 
-def _library(root: str, path: str) -> float:
+def _library(root: str, path: str, script: str = _GRAPH) -> float:
     env = dict(os.environ, PYTHONPATH=root)
-    out = subprocess.run([sys.executable, "-c", _GRAPH, path], env=env, check=True, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", script, path], env=env, check=True, capture_output=True,
                          text=True)
     return float(out.stdout.split()[1])
 
@@ -51,32 +57,37 @@ def _library(root: str, path: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", required=True, help="an OTLP/JSON Lines span file (graph_build.py --file)")
-    parser.add_argument("--before", required=True, help="checkout whose memtrace graph is 'before'")
-    parser.add_argument("--after", required=True, help="checkout whose memtrace graph is 'after' (and whose "
+    parser.add_argument("--before", required=True, help="checkout whose command is 'before'")
+    parser.add_argument("--after", required=True, help="checkout whose command is 'after' (and whose "
                                                        "library is measured)")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--command", choices=sorted(_COMMANDS), default="graph")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    cmd = args.command
+    _, script, work = _COMMANDS[cmd]
+    library_name, before_name, after_name = (f"library {work}", f"memtrace {cmd} (before)",
+                                             f"memtrace {cmd} (after)")
     with tempfile.TemporaryDirectory() as scratch:
-        measures = {"library read + build": lambda: _library(args.after, args.file),
-                    "memtrace graph (before)": lambda: _command(args.before, args.file, scratch),
-                    "memtrace graph (after)": lambda: _command(args.after, args.file, scratch)}
+        measures = {library_name: lambda: _library(args.after, args.file, script),
+                    before_name: lambda: _command(args.before, args.file, scratch, cmd),
+                    after_name: lambda: _command(args.after, args.file, scratch, cmd)}
         names = list(measures)
         runs: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 runs[name].append(measures[name]())
     median = {name: statistics.median(values) for name, values in runs.items()}
-    library = median["library read + build"]
+    library = median[library_name]
     result = {"runs": runs, "median_cpu_seconds": median,
-              "before_over_library": median["memtrace graph (before)"] / library,
-              "after_over_library": median["memtrace graph (after)"] / library}
+              "before_over_library": median[before_name] / library,
+              "after_over_library": median[after_name] / library}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     for name in names:
-        print(f"{name:26} {median[name]:6.2f} s CPU  ({', '.join(f'{v:.2f}' for v in runs[name])})")
-    print(f"memtrace graph / library: before {result['before_over_library']:.2f}x, "
+        print(f"{name:34} {median[name]:6.2f} s CPU  ({', '.join(f'{v:.2f}' for v in runs[name])})")
+    print(f"memtrace {cmd} / library: before {result['before_over_library']:.2f}x, "
           f"after {result['after_over_library']:.2f}x (target <= 1.3x)")
 
 
