@@ -542,23 +542,37 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, part of the gold with it", held, confidence=0.6)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
-    retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
-                         and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
-                         and not index.is_step(op)), key=index.order)
+    retrievals = _question_searches(case)
     for unit in fate.alive:
-        searches = _search_steps(index, [op for op in retrievals if _same_store(index, op, unit, retrievals)],
-                                 retrievals)
-        # A search in several steps (candidate lists, a sufficiency check, a rerank) returns memory at
-        # one of them: the step that returned units, or the context the answerer read, left this one
-        # out, not the one listing candidates.
-        read = set(index.inputs(case.generator))
-        search = next((op for op in searches if any(index.data(v).get("kind") in STORED_KINDS or v in read
-                                                    for v in _results(index, op))),
-                      searches[0] if searches else None)
+        searches = [op for op in retrievals if _same_store(index, op, unit, retrievals)]
+        search = _returning_step(case, searches, retrievals) if searches else None
         if search is not None:
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)
     return None
+
+
+def _question_searches(case: LineageCase) -> list[str]:
+    """The retrievals on the answer's path at or after the question, steps excluded, in execution order."""
+    index = case.index
+    return sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
+                   and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
+                   and not index.is_step(op)), key=index.order)
+
+
+def _returning_step(case: LineageCase, searches: list[str], retrievals: list[str]) -> str:
+    """Of ``searches`` (non-empty) and their later steps, the one that returned memory or the answerer's
+    context; the first search when none did.
+
+    A search in several steps (candidate lists, a sufficiency check, a rerank) returns memory at one
+    of them: the step that returned units, or the context the answerer read, left a unit out, not the
+    one listing candidates.
+    """
+    index = case.index
+    read = set(index.inputs(case.generator))
+    return next((op for op in _search_steps(index, searches, retrievals)
+                 if any(index.data(v).get("kind") in STORED_KINDS or v in read for v in _results(index, op))),
+                searches[0])
 
 
 def _search_steps(index: GraphIndex, searches: list[str], retrievals: list[str]) -> list[str]:
@@ -577,21 +591,13 @@ def _unread(case: LineageCase, units: list[str]) -> Verdict | None:
     had for the fact while the extraction that wrote about other things is not shown at fault,
     :func:`.survival.stored_instead`); ``None`` when there are none or no search of their stores is known."""
     index = case.index
-    retrievals = sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
-                         and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
-                         and not index.is_step(op)), key=index.order)
-    read = set(index.inputs(case.generator))
+    retrievals = _question_searches(case)
     for search in retrievals:
         unit = next((u for u in units if _same_store(index, search, u, retrievals)), None)
         if unit is not None:
-            # The step of a search in several steps that returned memory or the answerer's context (as
-            # :func:`_missed` does).
-            search = next((op for op in _search_steps(index, [search], retrievals)
-                           if any(index.data(v).get("kind") in STORED_KINDS or v in read
-                                  for v in _results(index, op))), search)
-            return Verdict(search, ErrorType.RETRIEVAL, f"{unit} held what memory had of the fact (the "
-                           "extraction wrote about other things), but the retrieved context does not", unit,
-                           confidence=0.6)
+            return Verdict(_returning_step(case, [search], retrievals), ErrorType.RETRIEVAL,
+                           f"{unit} held what memory had of the fact (the extraction wrote about other "
+                           "things), but the retrieved context does not", unit, confidence=0.6)
     return None
 
 
@@ -635,10 +641,9 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
         specific=index.specific,
     )
     structural = case.structural or not info
-    carries = Carrying(case, evidence, info, structural=structural,
-                       stated=critical_information(failure.gold, failure.question) if failure.gold else None)
-    asked = tokenize(failure.question)
     stated = critical_information(failure.gold, failure.question) if failure.gold else None
+    carries = Carrying(case, evidence, info, structural=structural, stated=stated)
+    asked = tokenize(failure.question)
     verdict = _read_side(case, carries, asked, failure.question)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
