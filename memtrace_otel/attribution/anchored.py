@@ -26,7 +26,7 @@ from memtrace_otel.attribution.presence import Information, split_header, tokeni
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.text import MONTH_NAMES, sentences
 
-__all__ = ["anchor_day", "dated_episode"]
+__all__ = ["anchor_day", "dated_episode", "months_and_years"]
 
 _DAY_TOKENS = 3  # day, month, year: a date a memory can be placed by
 _EPISODE_SIMILARITY = 0.55  # as :data:`.carrying._PARAPHRASE_SIMILARITY`: the same event in other words
@@ -39,7 +39,7 @@ def _date_tokens(tokens: frozenset[str]) -> frozenset[str]:
     return frozenset(t for t in tokens if t in MONTH_NAMES or (t.isdigit() and len(t) in (1, 2, 4)))
 
 
-def _other_dates(tokens: frozenset[str]) -> frozenset[str]:
+def months_and_years(tokens: frozenset[str] | dict[str, float]) -> frozenset[str]:
     """Month names and years of ``tokens``: what dates a statement by itself (a count is no date)."""
     return frozenset(t for t in tokens if t in MONTH_NAMES or (t.isdigit() and len(t) == 4))
 
@@ -86,7 +86,7 @@ def dated_episode(index: GraphIndex, variable: str, info: Information, day: froz
         return False
     pieces = [piece for piece, tokens in index.pieces(variable)
               if weighted_share(info.topic, tokens, info.topic_total) >= _TOPIC_SHARE
-              and not _other_dates(tokens) and not index.quoted_message(piece)]
+              and not months_and_years(tokens) and not index.quoted_message(piece)]
     if not pieces:
         return False
     if any(info.related(tokenize(piece)) for piece in pieces):

@@ -21,6 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from memtrace_otel.attribution.anchored import months_and_years
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
@@ -79,14 +80,8 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     index = case.index
     info = carries.info
     question = _weights(index, asked)
-    # A sentence quoted word for word from a message is the input passed on (a memcell keeps the messages
-    # it was cut from), not a statement the extractor wrote.
-    written = [v for v in index.written(op) if own or not index.is_stored(v)]
     scored = [(_aboutness(info, question, tokens), position, tokens)
-              for position, tokens in enumerate(tokens for v in written
-                                                for text, tokens in index.pieces(v)
-                                                if not index.quoted_message(text))
-              if len(tokens) >= _MIN_WORDS]
+              for position, tokens in enumerate(_statements(index, op, own=own))]
     about = [item for item in scored if item[0] > 0]
     if not about:
         return None
@@ -113,15 +108,23 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     return Fate(statement, alive, loss, info)
 
 
+def _statements(index: GraphIndex, op: str, *, own: bool = False) -> list[frozenset[str]]:
+    """The tokens of each statement ``op`` wrote, in order: the pieces of what it wrote that are not memory
+    units (with ``own``, its units too) and have :data:`_MIN_WORDS` words. A sentence quoted word for word
+    from a message is the input passed on (a memcell keeps the messages it was cut from), not a
+    statement the extractor wrote."""
+    return [tokens for v in index.written(op) if own or not index.is_stored(v)
+            for text, tokens in index.pieces(v)
+            if len(tokens) >= _MIN_WORDS and not index.quoted_message(text)]
+
+
 def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
                 ) -> bool | None:
     """Whether ``op`` wrote a statement about the evidence's fact (:func:`_aboutness`); ``None`` when it
     wrote no statement at all (messages it passed on word for word aside)."""
     index, info = case.index, carries.info
     question, said = _weights(index, asked), _weights(index, tokenize(info.text))
-    statements = [tokens for v in index.written(op) if not index.is_stored(v)
-                  for text, tokens in index.pieces(v)
-                  if not index.quoted_message(text) and len(tokens) >= _MIN_WORDS]
+    statements = _statements(index, op)
     if not statements:
         return None
     return any(_aboutness(info, question, tokens, said) > 0 for tokens in statements)
@@ -177,8 +180,7 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
         return not any(index.tokens(variable) <= held for held in contexts)
 
     found: list[str] = []
-    if gold is not None and gold.gold and not any(t in MONTH_NAMES or (t.isdigit() and len(t) == 4)
-                                                  for t in gold.gold):
+    if gold is not None and gold.gold and not months_and_years(gold.gold):
         weights, exact = gold.gold, gold.exact | info.exact
         # A date the question names is in every line of that day: no word of the question's topic.
         topic = frozenset(t for t in asked - exact if not t.isdigit() and t not in MONTH_NAMES)
@@ -193,9 +195,7 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     if found:
         return found
     speaker = info.exact - info.gold.keys()
-    statements = [tokens for v in index.written(op) if not index.is_stored(v)
-                  for text, tokens in index.pieces(v)
-                  if len(tokens) >= _MIN_WORDS and not index.quoted_message(text)]
+    statements = _statements(index, op)
     if not any(speaker <= tokens for tokens in statements):
         return []
     # The units that keep one of its statements: what this extraction wrote, not a unit a decision that
