@@ -238,3 +238,23 @@ def test_endpoint_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
                                        "http://127.0.0.1:9/"])
     assert result.exit_code == 1
     assert "Traceback" not in result.output and "127.0.0.1:9" in result.output
+
+
+def test_a_repr_list_of_strings_decodes_as_the_python_literal_would_and_nothing_else_does() -> None:
+    """``decode_value`` reads MemBase's ``repr``-encoded fact lists without evaluating anything: for
+    every list of strings ``repr`` can write (quotes, backslashes, control and non-ASCII characters),
+    the JSON it gives is the literal's; anything that is not only string literals is kept as it is."""
+    import ast
+    import random
+
+    from memtrace_otel.spans.smartcomment import decode_value
+
+    rnd = random.Random(7)
+    alphabet = "ab '\"\\\n\t\x00\x7fé€😀,[]"
+    for _ in range(5000):
+        items = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 8)))
+                 for _ in range(rnd.randint(1, 4))]
+        value = repr(items)
+        assert decode_value(value) == json.dumps(ast.literal_eval(value), ensure_ascii=False), value
+    for kept in ("['a', 3]", "[b'x']", "['a'] + ['b']", "['unterminated]", "[1, 2]", "['a' 'b']"):
+        assert decode_value(kept) == kept

@@ -35,7 +35,6 @@ the rest is converted.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import re
@@ -106,6 +105,12 @@ VARIABLE_KINDS: dict[str, VariableKind] = {
 _REQUIRED = ("nodes", "edges", "operations", "sessions")
 _REPR_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+_REPR_STRING_PATTERN = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_REPR_STRING = re.compile(_REPR_STRING_PATTERN, re.DOTALL)
+"""One ``repr``-encoded string: its quotes and what is between them (escapes kept whole)."""
+_REPR_LIST = re.compile(rf"\[\s*(?:{_REPR_STRING_PATTERN})(?:\s*,\s*(?:{_REPR_STRING_PATTERN}))*\s*,?\s*\]",
+                        re.DOTALL)
+"""A ``repr``-encoded list of strings, nothing else in it."""
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -120,8 +125,9 @@ def decode_value(value: str) -> str:
     list of strings (MemBase's extracted facts, ``"['Ann adopted a dog.']"``) becomes the same list in
     JSON, so a reader sees its items as statements; anything else is kept.
 
-    Nothing is executed: only string literals are unescaped and lists of them parsed
-    (:func:`ast.literal_eval`). A short list's brackets must not read as a line's ``[date]`` header.
+    Nothing is evaluated: only string literals are unescaped, and a list is taken only when it is
+    string literals and commas (:data:`_REPR_LIST`). A short list's brackets must not read as a
+    line's ``[date]`` header.
 
     >>> decode_value("'Alice: I\\\\'m home'")
     "Alice: I'm home"
@@ -129,16 +135,14 @@ def decode_value(value: str) -> str:
     "{'id': 'm1'}"
     >>> decode_value("['Nate hosted a party with 7 guests.']")
     '["Nate hosted a party with 7 guests."]'
+    >>> decode_value("['a', 3]")
+    "['a', 3]"
     """
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return _REPR_ESCAPE.sub(_unescape, value[1:-1])
-    if len(value) >= 4 and value[0] == "[" and value[-1] == "]" and value[1] in "'\"":
-        try:
-            items = ast.literal_eval(value)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return value
-        if isinstance(items, list) and all(isinstance(item, str) for item in items):
-            return json.dumps(items, ensure_ascii=False)
+    if len(value) >= 4 and value[0] == "[" and value[-1] == "]" and _REPR_LIST.fullmatch(value):
+        return json.dumps([_REPR_ESCAPE.sub(_unescape, item.group(0)[1:-1])
+                           for item in _REPR_STRING.finditer(value)], ensure_ascii=False)
     return value
 
 
