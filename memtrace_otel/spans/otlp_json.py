@@ -74,27 +74,17 @@ def normalise_id(raw: Any, length: int) -> str:
 
 
 def _truncate_long(attributes: dict[str, Any], where: str, problems: list[Problem]) -> None:
-    limit = MAX_ATTRIBUTE_CHARS
     for key, value in attributes.items():
-        # The common case first, one C call per value: a string, or a list whose longest element
-        # (strings, as memory spans hold) is within the limit; anything else is looked at closely.
-        if type(value) is str:
-            if len(value) <= limit:
-                continue
-        elif type(value) is list:
-            try:
-                if max(map(len, value), default=0) <= limit:
-                    continue
-            except TypeError:  # an element without a length (a number, a bool): the close look
-                pass
-        if isinstance(value, str) and len(value) > limit:
-            attributes[key] = value[:limit]
+        if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
+            attributes[key] = value[:MAX_ATTRIBUTE_CHARS]
             problems.append(Problem(where, f"attribute {key!r} of {len(value):,} chars truncated to "
-                                           f"{limit:,}"))
-        elif isinstance(value, list) and any(isinstance(v, str) and len(v) > limit for v in value):
-            attributes[key] = [v[:limit] if isinstance(v, str) else v for v in value]
+                                           f"{MAX_ATTRIBUTE_CHARS:,}"))
+        elif isinstance(value, list) and any(
+            isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS for v in value
+        ):
+            attributes[key] = [v[:MAX_ATTRIBUTE_CHARS] if isinstance(v, str) else v for v in value]
             problems.append(Problem(where, f"attribute {key!r} has an element over "
-                                           f"{limit:,} chars; truncated"))
+                                           f"{MAX_ATTRIBUTE_CHARS:,} chars; truncated"))
 
 
 def _cached_id(raw: Any, length: int, known: dict[str, str]) -> str:
