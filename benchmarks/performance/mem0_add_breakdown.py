@@ -12,7 +12,11 @@ say. Run it in a venv with mem0ai (``.ci/install-mem0-venvs.sh``):
     ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_add_breakdown.py
 
 ``--top-level --json --checkout DIR`` gives only the instrumentation's total per call (three
-timers) of the checkout ``DIR``, to compare two codes in alternation.
+timers) of the checkout ``DIR``, to compare two codes in alternation. Those timers are the generic
+path's (``Call.start`` / ``Call.stop``, the store hooks): a stage that does not open a ``Call``
+(``flat.py``) is not in them. ``--wrappers`` measures any code alike: every ``wrapt`` wrapper the
+instrumentor installs is timed, less the time of the call it wraps (itself timed), so the total is
+the instrumentation's own thread CPU whatever path it takes, the wrappers' dispatch included.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ try:  # the stages as events (absent from a checkout before them, which this scr
     from memtrace_otel.instrument.mem0 import stages
 except ImportError:  # pragma: no cover
     stages = None
+try:  # the flat stages (absent before them)
+    from memtrace_otel.instrument.mem0 import flat
+except ImportError:  # pragma: no cover
+    flat = None
 
 from openai_server import ScriptedOpenAIServer
 
@@ -72,6 +80,38 @@ def _timed(owner: Any, name: str, label: str) -> None:
     setattr(owner, name, timed)
 
 
+def _install_wrappers() -> None:
+    """Time every wrapper the instrumentor installs, less the call it wraps: its own CPU alone."""
+    import wrapt
+
+    install = wrapt.wrap_function_wrapper
+
+    def timed_install(owner: Any, name: str, wrapper: Any) -> Any:
+        label = f"{getattr(owner, '__name__', owner)}.{name}"
+
+        def timed_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            inner = [0.0]
+
+            def timed_wrapped(*a: Any, **k: Any) -> Any:
+                start = time.thread_time()
+                try:
+                    return wrapped(*a, **k)
+                finally:
+                    inner[0] += time.thread_time() - start
+
+            start = time.thread_time()
+            try:
+                return wrapper(timed_wrapped, instance, args, kwargs)
+            finally:
+                _spent[label] += time.thread_time() - start - inner[0]
+
+        return install(owner, name, timed_wrapper)
+
+    # The instrumentor and its hooks call ``wrapt.wrap_function_wrapper`` through the module.
+    # (Their ``uninstrument`` then no longer finds its own layers: this process ends after.)
+    wrapt.wrap_function_wrapper = timed_install
+
+
 def _install(top_level: bool = False) -> None:
     _timed(lifecycle.Call, "start", "Call.start (open, span start, begin)")
     _timed(lifecycle.Call, "stop", "Call.stop (end, flush, span end)")
@@ -87,6 +127,11 @@ def _install(top_level: bool = False) -> None:
     _timed(operation.Operation, "step", "  memtrace.step events")
     _timed(operation.Operation, "_link", "  span links")
     _timed(lifecycle.MethodSpec, "open", "  spec.open (operation, scope)")
+    if flat is not None:
+        _timed(flat.FlatStage, "__init__", "  flat stage start (no Call, no scope)")
+        _timed(flat.FlatStage, "finish", "  flat stage end (its memtrace.stage event)")
+        for function in ("_llm_begin", "_llm_end", "_search_end"):
+            _timed(flat, function, f"  flat {function}")
     for spec in (methods.AddSpec, methods.SearchSpec, methods.CreateSpec, pipeline.ExistingSearchSpec,
                  pipeline.LlmCallSpec):
         for stage in ("begin", "end"):
@@ -94,8 +139,11 @@ def _install(top_level: bool = False) -> None:
                 _timed(spec, stage, f"  {spec.__name__}.{stage}")
 
 
-def measure(calls: int, top_level: bool = False) -> dict[str, dict[str, float]]:
-    _install(top_level)
+def measure(calls: int, top_level: bool = False, wrappers: bool = False) -> dict[str, dict[str, float]]:
+    if wrappers:
+        _install_wrappers()
+    else:
+        _install(top_level)
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(bench._Discard()))
     instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
@@ -130,9 +178,11 @@ def main() -> int:
     parser.add_argument("--checkout", help="the memtrace checkout to import (read by mem0_overhead.py)")
     parser.add_argument("--top-level", action="store_true",
                         help="only the top-level timers: the instrumentation's total per call")
+    parser.add_argument("--wrappers", action="store_true",
+                        help="the total as every wrapper's time less the call it wraps (any code path)")
     args = parser.parse_args()
-    result = measure(args.calls, args.top_level)
-    if args.top_level:
+    result = measure(args.calls, args.top_level, args.wrappers)
+    if args.top_level or args.wrappers:
         result = {name: {"total": sum(parts.values()), **parts} for name, parts in result.items()}
         result["checkout"] = {os.path.dirname(os.path.dirname(memtrace_otel.__file__)): 0.0}
     if args.json:

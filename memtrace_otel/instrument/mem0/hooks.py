@@ -22,15 +22,20 @@ from typing import Any
 import wrapt
 
 from memtrace_otel.instrument.genai import RetrievedRecord
+from memtrace_otel.instrument.mem0.flat import flat_batch_insert, flat_llm_wrapper, flat_search_wrapper
 from memtrace_otel.instrument.mem0.lifecycle import (
     Binder,
     Call,
-    MethodSpec,
     unwrap_own,
     warn_once,
     wrapper_for,
 )
-from memtrace_otel.instrument.mem0.pipeline import BatchCreateSpec, ExistingSearchSpec, write_records
+from memtrace_otel.instrument.mem0.pipeline import (
+    BatchCreateSpec,
+    ExistingSearchSpec,
+    LlmCallSpec,
+    write_records,
+)
 from memtrace_otel.instrument.mem0.scope import Role, Scope, current_scope, record_name, stored_variable
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, VariableKind
@@ -45,7 +50,7 @@ Wrapper = Callable[[Callable[..., Any], Any, Args, Kw], Any]
 class StoreHooks:
     """Installs, and removes, the hooks on the vector store and LLM classes mem0 uses."""
 
-    def __init__(self, tracer: MemoryTracer, llm_specs: tuple[MethodSpec, ...], *,
+    def __init__(self, tracer: MemoryTracer, llm_specs: tuple[LlmCallSpec, ...], *,
                  stage_spans: bool = False) -> None:
         self._tracer = tracer
         self._stage_spans = stage_spans
@@ -92,10 +97,16 @@ class StoreHooks:
             self._hooked = self._hooked | {cls}
 
     def _wrapper(self, name: str, function: Callable[..., Any]) -> Wrapper:
+        # Stages as events: the LLM calls and the search of existing memories take the flat path
+        # (flat.py), straight into their events; as spans they open operations as any call does.
         if name == "generate_response":
+            if not self._stage_spans:
+                return flat_llm_wrapper(self._tracer, self._llm_specs, function)
             return _llm_wrapper(self._tracer, self._llm_specs, function)
         if name == "search":
-            spec = ExistingSearchSpec("mem0.add.search", Category.RETRIEVAL)
+            if not self._stage_spans:
+                return flat_search_wrapper(self._tracer, _SEARCH_STAGE, function)
+            spec = ExistingSearchSpec(_SEARCH_STAGE, Category.RETRIEVAL)
             spec.as_event = not self._stage_spans
             return wrapper_for(self._tracer, spec, function)
         if name == "insert":
@@ -110,7 +121,7 @@ def _own_store(instance: Any) -> Scope | None:
     return scope
 
 
-def _llm_wrapper(tracer: MemoryTracer, specs: tuple[MethodSpec, ...],
+def _llm_wrapper(tracer: MemoryTracer, specs: tuple[LlmCallSpec, ...],
                  function: Callable[..., Any]) -> Wrapper:
     """Each LLM call inside ``add`` is the stage its position says (extraction, decisions ...)."""
     bind = Binder.of(function)
@@ -135,15 +146,18 @@ def _insert_wrapper(tracer: MemoryTracer, function: Callable[..., Any], as_event
     spec = BatchCreateSpec("mem0.create", Category.EXTRACTION)
     spec.as_event = as_event
     batch = wrapper_for(tracer, spec, function)
+    flat_batch = flat_batch_insert(tracer, spec, function)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
         scope = _own_store(instance)
         if scope is None:
             return wrapped(*args, **kwargs)
         if scope.role is Role.ADD:
+            if as_event:
+                return flat_batch(wrapped, scope, args, kwargs)
             return batch(wrapped, instance, args, kwargs)
         if scope.role is Role.CREATE:
-            _guarded("insert", write_records, scope, bind(args, kwargs))
+            _guarded("insert", write_records, scope.writer or scope.op, bind(args, kwargs))
         return wrapped(*args, **kwargs)
 
     return wrapper
@@ -212,6 +226,7 @@ _CHANGE_HOOKS: dict[str, Callable[[Binder], Wrapper]] = {
     "get": _get_hook, "update": _store_write_hook(Role.UPDATE, _write_update),
     "delete": _store_write_hook(Role.DELETE, _write_delete),
 }
+_SEARCH_STAGE = "mem0.add.search"
 _INHERITED = object()
 """Marks a hooked method the class inherited: removing the hook deletes it again."""
 _STORE_METHODS = ("insert", "search", "get", "update", "delete")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import inspect
 from collections.abc import Collection
 from importlib import metadata
 from types import ModuleType
@@ -21,6 +22,7 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from memtrace_otel.instrument.mem0.client import CLIENT_CLASSES, CLIENT_METHODS, CLIENT_MODULE, client_specs
+from memtrace_otel.instrument.mem0.flat import flat_create_wrapper
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
 from memtrace_otel.instrument.mem0.methods import method_specs
@@ -85,7 +87,12 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
             cls = getattr(module, class_name)
             for method in version.METHODS:
                 if method in cls.__dict__:
-                    wrapper = wrapper_for(tracer, specs[method], cls.__dict__[method])
+                    function = cls.__dict__[method]
+                    wrapper = wrapper_for(tracer, specs[method], function)
+                    if method == "_create_memory" and not stage_spans \
+                            and not inspect.iscoroutinefunction(function):
+                        # Inside an add, a write stage straight into its event (flat.py); elsewhere a span.
+                        wrapper = flat_create_wrapper(tracer, specs[method], function, wrapper)
                     wrapt.wrap_function_wrapper(cls, method, wrapper)
                     self._wrapped.append((cls, method, wrapper))
         self._wrap_clients(tracer)

@@ -95,12 +95,17 @@ class MethodSpec:
                 parent.stage_links = set()
             attributes = None
             if gen_ai:  # a write: the GenAI memory-client attributes its span would start with
-                attributes = self._operation(tracer, memory, gen_ai, arguments)._start
+                attributes = self.start_attributes(tracer, memory, gen_ai, arguments)
             op = StageOperation(tracer, self.name, self.category, parent.op, parent.stage_links,
                                 attributes=attributes, gen_ai_operation=gen_ai)
         else:
             op = self._operation(tracer, memory, gen_ai, arguments)
         return Scope(memory, op, self.role, record_id=self.record_id(arguments), registry=tracer.registry)
+
+    def start_attributes(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
+                         arguments: Arguments) -> dict[str, Any]:
+        """The attributes this call's span would start with (a stage event of ``add`` carries them)."""
+        return self._operation(tracer, memory, gen_ai, arguments)._start
 
     def _operation(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
                    arguments: Arguments) -> Operation:

@@ -15,12 +15,12 @@ from typing import Any
 
 from memtrace_otel.instrument.genai import RetrievedRecord
 from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
-from memtrace_otel.instrument.mem0.scope import Role, Scope, record_name, stored_variable
+from memtrace_otel.instrument.mem0.scope import RecordWriter, Role, Scope, record_name, stored_variable
 from memtrace_otel.instrument.mem0.stages import StageOperation
 from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
 
 __all__ = ["BatchCreateSpec", "ExistingSearchSpec", "LlmCallSpec", "lines_of", "parse_json_object",
-           "write_records"]
+           "prompt_text", "write_records"]
 
 Parser = Callable[[Any], list[str]]
 """From the LLM's response to the lines the next stage reads (facts, decisions)."""
@@ -112,7 +112,7 @@ class LlmCallSpec(_StageSpec):
         assert parent is not None
         op = scope.op
         inputs = [op.read(v) for v in parent.sources + (parent.retrieved if self.reads_retrieved else [])]
-        text = _prompt_text(arguments.get("messages"))
+        text = prompt_text(arguments.get("messages"))
         prompt = op.intermediate(f"{self.name}.prompt:{_span_id(scope)}", text, kind=VariableKind.PROMPT)
         op.step("prompt", inputs, [prompt])
         scope.sources = [prompt]
@@ -147,15 +147,15 @@ class BatchCreateSpec(_StageSpec):
         assert parent is not None
         for variable in parent.sources:
             scope.op.read(variable)
-        write_records(scope, arguments)
+        write_records(scope.op, arguments)
 
 
-def write_records(scope: Scope, arguments: Arguments) -> None:
+def write_records(op: RecordWriter, arguments: Arguments) -> None:
     """Each inserted record becomes a new memory-unit version, its lineage written into its payload."""
     ids, payloads = arguments.get("ids"), arguments.get("payloads")
     if not isinstance(ids, Sequence) or not isinstance(payloads, Sequence):
         return
-    op, records = scope.op, []
+    records = []
     for record_id, payload in zip(ids, payloads, strict=False):
         if isinstance(payload, dict):
             data = payload.get("data")
@@ -175,7 +175,7 @@ def _span_id(scope: Scope) -> str:
     return f"{op.stage_id if isinstance(op, StageOperation) else op.span_context.span_id:016x}"
 
 
-def _prompt_text(messages: Any) -> str:
+def prompt_text(messages: Any) -> str:
     if not isinstance(messages, list):
         return str(messages)
     return "\n\n".join(str(m.get("content")) for m in messages if isinstance(m, Mapping))

@@ -16,18 +16,19 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
+from memtrace_otel.instrument.genai import RetrievedRecord
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.record_lineage import parse_traceparent
 from memtrace_otel.instrument.variables import Variable, VariableRegistry
 from memtrace_otel.semconv import RecordMetadata, VariableKind
 from memtrace_otel.wire import parse_variable_id
 
-__all__ = ["Role", "Scope", "current_scope", "message_name", "record_name", "record_variable",
+__all__ = ["RecordWriter", "Role", "Scope", "current_scope", "message_name", "record_name", "record_variable",
            "stored_variable", "text_hash"]
 
 
@@ -40,6 +41,17 @@ class Role(Enum):
     DELETE = "delete"
     DELETE_ALL = "delete_all"
     READ = "read"
+
+
+class RecordWriter(Protocol):
+    """What writes the records a store call inserts: an operation, or a flat stage (``flat.py``)."""
+
+    def write(self, name: str, content: str | None, *, kind: VariableKind) -> Variable: ...
+
+    def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> Any: ...
+
+    def record_memory(self, *, record_id: str | None = None, count: int | None = None,
+                      records: Sequence[RetrievedRecord | Variable] | None = None) -> None: ...
 
 
 @dataclass(eq=False)
@@ -65,6 +77,9 @@ class Scope:
     """A search's context variable (``methods.context_name`` of its query and scope)."""
     stage_links: set[int] | None = None
     """``add``: span ids of the writers its stage events linked (one link per writer on its span)."""
+    writer: RecordWriter | None = None
+    """A create recorded as a flat stage of ``add`` (``flat.py``): what its inserts write through,
+    instead of ``op`` (which is then the ``add``'s own)."""
 
 
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("memtrace_mem0_scope", default=None)

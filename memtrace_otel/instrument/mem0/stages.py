@@ -9,7 +9,7 @@ is a plain collector (:class:`_StageRecord`); when the stage ends, its attribute
 stage span carries: name, category, ``memtrace.inputs`` / ``memtrace.outputs`` /
 ``memtrace.variables``, the GenAI retrieval and model attributes) become the attributes of one
 ``memtrace.stage`` event, with the stage's id and start time (``docs/conventions.md``, "Stages as
-events"), its lineage lists joined into one string each (:func:`_join_lists`). Its links (the
+events"), its lineage lists joined into one string each (:func:`join_lists`). Its links (the
 writers of the records it read) go on the ``add`` span, once per writer. The records an ``add``
 creates, updates or deletes are such events too, with the GenAI memory-client attributes their
 spans started with: an ``add`` is one span. A record's ``memtrace_traceparent`` then names the
@@ -48,7 +48,7 @@ from memtrace_otel.semconv import (
     MemTraceStep,
 )
 
-__all__ = ["StageOperation", "stage_spans_default"]
+__all__ = ["StageOperation", "join_lists", "stage_spans_default"]
 
 _STEPS = MemTrace.STEP_NAMES
 _JOINED, _SEPARATOR = MemTraceStage.JOINED, STAGE_LIST_SEPARATOR
@@ -163,11 +163,11 @@ class StageOperation(Operation):
             for step in record.steps:
                 self._host.span.add_event(MemTraceEvent.STEP, {**step, MemTraceStage.ID: stage})
             attributes.pop(_STEPS, None)
-        _join_lists(attributes, self._host.span)
+        join_lists(attributes, self._host.span)
         self._host.span.add_event(MemTraceEvent.STAGE, attributes)
 
 
-def _join_lists(attributes: dict[str, AttributeValue], span: Any) -> None:
+def join_lists(attributes: dict[str, AttributeValue], span: Any) -> None:
     """The lineage lists of a stage event as one string each (``MemTraceStage.JOINED``).
 
     The SDK checks every element of an array attribute, one call each: a hundred list values per
@@ -176,7 +176,7 @@ def _join_lists(attributes: dict[str, AttributeValue], span: Any) -> None:
     joined text would pass the span's attribute length limit (the SDK would cut it mid-element).
 
     >>> a = {"memtrace.inputs": ["m@1", "f@2"], "memtrace.outputs": ["a\\nb@1"], "x": ["y"]}
-    >>> _join_lists(a, None); a
+    >>> join_lists(a, None); a
     {'memtrace.inputs': 'm@1\\nf@2', 'memtrace.outputs': ['a\\nb@1'], 'x': ['y']}
     """
     limit = getattr(getattr(span, "_limits", None), "max_attribute_length", None)

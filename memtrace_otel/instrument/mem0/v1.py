@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_otel.instrument.mem0.lifecycle import MethodSpec
 from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, lines_of, parse_json_object
 from memtrace_otel.semconv import Category
 
@@ -46,7 +45,7 @@ def parse_decisions(response: Any) -> list[str]:
     return lines
 
 
-def llm_call_specs() -> tuple[MethodSpec, ...]:
+def llm_call_specs() -> tuple[LlmCallSpec, ...]:
     return (
         LlmCallSpec("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_facts,
                     reads_retrieved=False),

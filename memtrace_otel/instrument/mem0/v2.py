@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_otel.instrument.mem0.lifecycle import MethodSpec
 from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, lines_of, parse_json_object
 from memtrace_otel.semconv import Category
 
@@ -32,6 +31,6 @@ def parse_memories(response: Any) -> list[str]:
     return lines_of(parse_json_object(response).get("memory"))
 
 
-def llm_call_specs() -> tuple[MethodSpec, ...]:
+def llm_call_specs() -> tuple[LlmCallSpec, ...]:
     return (LlmCallSpec("mem0.add.extract", Category.EXTRACTION, "mem0.facts", parse_memories,
                     reads_retrieved=True),)

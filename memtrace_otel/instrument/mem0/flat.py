@@ -1,0 +1,393 @@
+"""``add``'s LLM calls and its search of existing memories recorded straight into their stage events.
+
+With the stages as events of the ``add`` span (:mod:`.stages`), a stage has no span, no context of
+its own and nothing nested under it that reads it, yet the generic path still opened one: a
+:class:`~.lifecycle.Call`, a :class:`~.scope.Scope` made current, a
+:class:`~.stages.StageOperation` with its collector, the steps as dictionaries checked against the
+chain rule, the lineage flushed as lists and joined again. These three stages are most of an
+``add``'s recorded lineage, and their shape is fixed: an LLM stage reads the ``add``'s sources (and
+on the decision call the records retrieved), writes prompt -> response -> parsed lines (always the
+chain rule), and a search reads the sources its query matches and writes nothing. So here each is a
+:class:`FlatStage`: plain lists filled while mem0 runs, and one ``memtrace.stage`` event built at
+its end with its lists joined once. What the event holds, and what the version registry, the
+in-process contents and the links receive, is exactly what the generic path wrote
+(``tests/mem0/test_mem0_stage_shape.py`` builds both shapes' graphs on the real mem0; the records
+an ``add`` writes keep the generic path, which their update and delete semantics need).
+
+Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event and the
+links go to the ``add`` span, which the SDK locks; the set of linked writers only grows.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import Any
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from memtrace_otel.instrument.genai import (
+    RetrievedRecord,
+    llm_call_attributes,
+    retrieval_attributes,
+    stored_records_attributes,
+)
+from memtrace_otel.instrument.mem0.lifecycle import Binder, MethodSpec, warn_once
+from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, prompt_text, write_records
+from memtrace_otel.instrument.mem0.scope import (
+    Role,
+    Scope,
+    current_scope,
+    reset_scope,
+    set_scope,
+    stored_variable,
+)
+from memtrace_otel.instrument.mem0.stages import join_lists
+from memtrace_otel.instrument.operation import describe
+from memtrace_otel.instrument.record_lineage import write_lineage
+from memtrace_otel.instrument.tracer import MemoryTracer
+from memtrace_otel.instrument.variables import Variable
+from memtrace_otel.semconv import (
+    Category,
+    GenAI,
+    MemTrace,
+    MemTraceEvent,
+    MemTraceLink,
+    MemTraceStage,
+    VariableKind,
+)
+
+__all__ = ["FlatStage", "flat_batch_insert", "flat_create_wrapper", "flat_llm_wrapper", "flat_search_wrapper"]
+
+Args = tuple[Any, ...]
+Kw = dict[str, Any]
+Wrapper = Callable[[Callable[..., Any], Any, Args, Kw], Any]
+
+_LLM_STEPS = ("prompt", "response", "parse")
+"""An LLM stage's steps, in the chain rule's order: step ``i`` writes output ``i``."""
+_random = random.Random()  # as stages.py: the SDK's RandomIdGenerator's own kind of source
+_LINK_VARIABLE = MemTraceLink.VARIABLE
+_STAGE = MemTraceEvent.STAGE
+_RETRIEVAL = Category.RETRIEVAL.value
+
+
+class FlatStage:
+    """One stage of a traced ``add``: what it read and wrote, in plain lists, until its event.
+
+    ``read`` and ``write`` do what :meth:`Operation.read` / :meth:`Operation.write` do for a stage
+    event (the registry's versions, the in-process contents, one link per writer on the ``add``
+    span), without an operation's state; :meth:`finish` adds the event.
+    """
+
+    __slots__ = ("_capture", "_context", "_host", "_limit", "_linked", "_owner", "_records_recorded",
+                 "_start", "attributes", "inputs", "outputs", "stage_id", "start", "steps", "storing")
+
+    def __init__(self, tracer: MemoryTracer, add: Scope, name: str, category: str,
+                 start: dict[str, Any] | None = None, *, storing: bool = False) -> None:
+        # ``start``: the start attributes the stage's span would have had (a write's GenAI
+        # memory-client attributes, ``MemoryTracer.operation``'s); by default its category and name.
+        host = add.op
+        self._owner, self._host = tracer, host
+        self._start = start if start is not None else {MemTrace.OPERATION_CATEGORY: category,
+                                                       MemTrace.OPERATION_NAME: name}
+        self.storing = storing
+        """A write of records (``create_memory``): described as stored at the end unless recorded."""
+        self._records_recorded = False
+        # A sampled-out add records nothing, and its stages' versions name no producer (as before).
+        self._context = host._context if host._recording else None
+        if add.stage_links is None:
+            add.stage_links = set() if self._context is None else {self._context.span_id}
+        elif not add.stage_links and self._context is not None:
+            add.stage_links.add(self._context.span_id)  # the add itself is never linked
+        self._linked = add.stage_links
+        self._capture, self._limit = tracer.capture_content, tracer.content_max_chars
+        ids = getattr(tracer._tracer, "id_generator", None)  # the provider's: a seeded one seeds stages too
+        self.stage_id = (ids.generate_span_id() if ids is not None else _random.getrandbits(64)) or 1
+        self.start = time.time_ns()
+        self.inputs: list[Variable] = []
+        self.outputs: list[Variable] = []
+        self.steps = 0
+        """How many of the LLM chain's steps were taken (prompt, response, parse)."""
+        self.attributes: dict[str, Any] = {}
+
+    def read(self, variable: Variable | str, kind: VariableKind = VariableKind.OTHER) -> Variable:
+        if isinstance(variable, str):  # a record stored untraced: the newest version this process knows
+            owner = self._owner
+            variable, new = owner.registry.resolve(variable, 0, kind, None)
+            if new and variable.content is not None and self._context is not None:
+                owner.contents.put(variable.id, variable.content)
+        self.inputs.append(variable)
+        producer = variable.producer
+        if producer is not None and self._context is not None and producer.span_id not in self._linked \
+                and producer.is_valid:
+            self._linked.add(producer.span_id)
+            self._host.span.add_link(producer, {_LINK_VARIABLE: variable.id})
+        return variable
+
+    def write(self, name: str, content: str | None, *, kind: VariableKind) -> Variable:
+        owner = self._owner
+        variable = owner.registry.next_version(name, kind, content, self._context)
+        if content is not None and self._context is not None \
+                and (not self._capture or len(content) > self._limit):
+            owner.contents.put(variable.id, content)
+        self.outputs.append(variable)
+        return variable
+
+    def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> None:
+        """As :meth:`Operation.lineage_metadata`: the record holds ``variable``, written by the add span."""
+        write_lineage(metadata, variable.id, variable.producer)
+
+    def record_memory(self, *, record_id: str | None = None, count: int | None = None,
+                      records: Sequence[RetrievedRecord | Variable] | None = None) -> None:
+        """As :meth:`Operation.record_memory`, into the stage's attributes."""
+        if self._context is None:
+            return
+        attributes = self.attributes
+        if record_id is not None:
+            attributes[GenAI.MEMORY_RECORD_ID] = record_id
+        if count is None and records is not None:
+            count = len(records)
+        if count is not None:
+            attributes[GenAI.MEMORY_RECORD_COUNT] = int(count)
+        if records is not None:
+            self._records_recorded = True
+            attributes.update(stored_records_attributes(records, capture=self._capture, limit=self._limit))
+
+    def finish(self, exc: BaseException | None) -> None:
+        """The stage's ``memtrace.stage`` event on the ``add`` span (nothing when it is not recording)."""
+        if self._context is None:
+            return
+        attributes = self.attributes
+        if exc is not None:
+            attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
+        described = [v for v in self.inputs if v.producer is None]  # external inputs: described here
+        if self.inputs:
+            attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
+        if self.outputs:
+            attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
+            described += self.outputs
+        if described:
+            attributes[MemTrace.VARIABLES] = [v.descriptor or describe(v) for v in described]
+            if self._capture:
+                limit = self._limit
+                attributes[MemTrace.VARIABLE_CONTENTS] = [
+                    "" if v.content is None else v.content[:limit] for v in described]
+            uploader = self._owner.uploader
+            if uploader is not None:
+                for v in described:  # as Operation's flush: a tombstone needs nothing stored
+                    if v.content is not None:
+                        uploader.submit(v.hash, v.content)
+                attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
+        if self.steps:
+            attributes[MemTrace.STEP_NAMES] = list(_LLM_STEPS[:self.steps])
+        if self.storing and self._capture and not self._records_recorded:
+            stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+            if stored:
+                attributes.update(stored_records_attributes(stored, capture=True, limit=self._limit))
+        attributes.update(self._start)
+        attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
+        attributes[MemTraceStage.START] = self.start
+        span = self._host.span
+        join_lists(attributes, span)
+        span.add_event(_STAGE, attributes)
+
+
+def _add_scope(instance: Any, component: str) -> Scope | None:
+    """The traced ``add`` this call of ``instance`` (its memory's ``component``) runs in, if any."""
+    scope = current_scope()
+    if scope is None or scope.role is not Role.ADD or getattr(scope.memory, component, None) is not instance:
+        return None
+    return scope if is_instrumentation_enabled() else None
+
+
+def _guarded(what: str, function: Callable[..., None], *args: Any) -> None:
+    try:
+        function(*args)
+    except Exception as exc:  # the instrumentation's fault must not become the application's
+        warn_once(what, exc)
+
+
+def _run(stage: FlatStage, what: str, wrapped: Callable[..., Any], args: Args, kwargs: Kw,
+         end: Callable[[Any], None]) -> Any:
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _guarded(f"{what} end", stage.finish, exc)
+        raise
+    # As a Call: a fault recording the result still leaves the stage's event with what it has.
+    _guarded(f"{what} end", end, result)
+    _guarded(f"{what} end", stage.finish, None)
+    return result
+
+
+def flat_llm_wrapper(tracer: MemoryTracer, specs: tuple[LlmCallSpec, ...],
+                     function: Callable[..., Any]) -> Wrapper:
+    """Each LLM call inside ``add`` is the stage its position says (extraction, decisions ...)."""
+    bind = Binder.of(function)
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
+        add = _add_scope(instance, "llm")
+        if add is None or not specs:
+            return wrapped(*args, **kwargs)
+        index, add.llm_calls = add.llm_calls, add.llm_calls + 1
+        spec = specs[min(index, len(specs) - 1)]
+        try:
+            stage = FlatStage(tracer, add, spec.name, spec.category.value)
+            _llm_begin(stage, spec, add, bind(args, kwargs))
+        except Exception as exc:
+            warn_once(f"{spec.name} start", exc)
+            return wrapped(*args, **kwargs)
+        return _run(stage, spec.name, wrapped, args, kwargs,
+                    lambda result: _llm_end(stage, spec, add, result))
+
+    return wrapper
+
+
+def _llm_begin(stage: FlatStage, spec: LlmCallSpec, add: Scope, arguments: Kw) -> None:
+    # LlmCallSpec.begin, flat: the reads, the prompt, the model.
+    for variable in add.sources + add.retrieved if spec.reads_retrieved else add.sources:
+        stage.read(variable)
+    stage.write(f"{spec.name}.prompt:{stage.stage_id:016x}", prompt_text(arguments.get("messages")),
+                kind=VariableKind.PROMPT)
+    stage.steps = 1
+    memory = add.memory
+    model_name = getattr(getattr(getattr(memory, "llm", None), "config", None), "model", None)
+    provider = getattr(getattr(getattr(memory, "config", None), "llm", None), "provider", None)
+    stage.attributes.update(llm_call_attributes(model=model_name if isinstance(model_name, str) else None,
+                                                provider=provider))
+
+
+def _llm_end(stage: FlatStage, spec: LlmCallSpec, add: Scope, result: Any) -> None:
+    # LlmCallSpec.end, flat: prompt -> response -> parsed lines, the next stage's sources.
+    text = result if isinstance(result, str) else json.dumps(result, default=str)
+    stage_id = f"{stage.stage_id:016x}"
+    stage.write(f"{spec.name}.response:{stage_id}", text, kind=VariableKind.RESPONSE)
+    stage.steps = 2
+    lines = spec.parse(result)
+    parsed = stage.write(f"{spec.output}:{stage_id}", "\n".join(lines), kind=VariableKind.FACTS)
+    stage.steps = 3
+    stage.attributes[MemTrace.OPERATION_OUTCOME] = f"{len(lines)} {spec.output.rsplit('.', 1)[-1]}"
+    add.sources = [parsed]
+
+
+def flat_search_wrapper(tracer: MemoryTracer, name: str, function: Callable[..., Any]) -> Wrapper:
+    """``add`` searching the memories its new facts may change (1.x: per fact; 2.x: once)."""
+    bind = Binder.of(function)
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
+        add = _add_scope(instance, "vector_store")
+        if add is None:
+            return wrapped(*args, **kwargs)
+        try:
+            arguments = bind(args, kwargs)
+            stage = FlatStage(tracer, add, name, _RETRIEVAL)
+            # ExistingSearchSpec.begin: the sources the query is (a fact's text), else all of them.
+            query = arguments.get("query")
+            sources = add.sources
+            for variable in [v for v in sources if v.content == query] or sources:
+                stage.read(variable)
+        except Exception as exc:
+            warn_once(f"{name} start", exc)
+            return wrapped(*args, **kwargs)
+        return _run(stage, name, wrapped, args, kwargs,
+                    lambda result: _search_end(stage, add, arguments, result))
+
+    return wrapper
+
+
+def _search_end(stage: FlatStage, add: Scope, arguments: Kw, result: Any) -> None:
+    # ExistingSearchSpec.end, flat: each record read (linked to its writer) and retrieved for the add.
+    registry, found, retrieved = stage._owner.registry, [], add.retrieved
+    for record in result if isinstance(result, list) else []:
+        record_id = getattr(record, "id", None)
+        variable = stage.read(stored_variable(registry, record_id, getattr(record, "payload", None)),
+                              VariableKind.MEMORY_UNIT)
+        retrieved.append(variable)
+        score = getattr(record, "score", None)
+        found.append(RetrievedRecord(variable, score if isinstance(score, int | float) else None,
+                                     str(record_id)))
+    top_k = arguments.get("top_k", arguments.get("limit"))
+    stage.attributes.update(retrieval_attributes(
+        found, memory=False, top_k=top_k if isinstance(top_k, int) else None,
+        capture=stage._capture, limit=stage._limit))
+
+
+def flat_batch_insert(tracer: MemoryTracer, spec: MethodSpec,
+                      function: Callable[..., Any]) -> Callable[[Callable[..., Any], Scope, Args, Kw], Any]:
+    """2.x ``add`` inserting its new memories in one batch: one write stage (``BatchCreateSpec``, flat)."""
+    bind = Binder.of(function)
+
+    def insert(wrapped: Callable[..., Any], add: Scope, args: Args, kwargs: Kw) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        try:
+            arguments = bind(args, kwargs)
+            stage = _write_stage(tracer, spec, add, add.memory, arguments)
+            for variable in add.sources:
+                stage.read(variable)
+            write_records(stage, arguments)  # the lineage goes into the payloads before they are stored
+        except Exception as exc:
+            warn_once(f"{spec.name} start", exc)
+            return wrapped(*args, **kwargs)
+        return _run(stage, spec.name, wrapped, args, kwargs, _nothing)
+
+    return insert
+
+
+def flat_create_wrapper(tracer: MemoryTracer, spec: MethodSpec, function: Callable[..., Any],
+                        generic: Wrapper) -> Wrapper:
+    """1.x ``_create_memory`` inside a traced ``add``: a write stage (``CreateSpec``, flat) whose insert
+    writes through it (``Scope.writer``); anywhere else, ``generic`` (its own span)."""
+    bind = Binder.of(function)
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
+        add = current_scope()
+        if add is None or add.role is not Role.ADD:
+            return generic(wrapped, instance, args, kwargs)
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        try:
+            arguments = bind(args, kwargs)
+            if spec.hooks is not None:
+                spec.hooks.ensure(instance)
+            stage = _write_stage(tracer, spec, add, instance, arguments)
+            # CreateSpec.begin: the sources the record's text is (a decision's), else all of them.
+            data = arguments.get("data")
+            sources = [v for v in add.sources if v.content == data] or list(add.sources)
+            for variable in sources:
+                stage.read(variable)
+            scope = Scope(instance, add.op, Role.CREATE, registry=tracer.registry, sources=sources,
+                          writer=stage)
+            token = set_scope(scope)
+        except Exception as exc:
+            warn_once(f"{spec.name} start", exc)
+            return wrapped(*args, **kwargs)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            reset_scope(token)
+            _guarded(f"{spec.name} end", stage.finish, exc)
+            raise
+        reset_scope(token)
+        if isinstance(result, str):  # CreateSpec.end: the id mem0 gave the record
+            _guarded(f"{spec.name} end", _record_id, stage, result)
+        _guarded(f"{spec.name} end", stage.finish, None)
+        return result
+
+    return wrapper
+
+
+def _write_stage(tracer: MemoryTracer, spec: MethodSpec, add: Scope, memory: Any, arguments: Kw) -> FlatStage:
+    gen_ai = spec.gen_ai_operation(arguments)
+    return FlatStage(tracer, add, spec.name, spec.category.value,
+                     spec.start_attributes(tracer, memory, gen_ai, arguments), storing=True)
+
+
+def _record_id(stage: FlatStage, record_id: str) -> None:
+    stage.record_memory(record_id=record_id)
+
+
+def _nothing(result: Any) -> None:
+    """A batch insert's result says nothing more: its records were written before it ran."""
