@@ -299,19 +299,24 @@ def flat_search_wrapper(tracer: MemoryTracer, name: str, function: Callable[...,
 
 def _search_end(stage: FlatStage, add: Scope, arguments: Kw, result: Any) -> None:
     # ExistingSearchSpec.end, flat: each record read (linked to its writer) and retrieved for the add.
-    registry, found, retrieved = stage._owner.registry, [], add.retrieved
+    # Without content capture the retrieval attributes need only the count: no record objects.
+    registry, capture, retrieved = stage._owner.registry, stage._capture, add.retrieved
+    found: list[RetrievedRecord | Variable] = []
     for record in result if isinstance(result, list) else []:
         record_id = getattr(record, "id", None)
         variable = stage.read(stored_variable(registry, record_id, getattr(record, "payload", None)),
                               VariableKind.MEMORY_UNIT)
         retrieved.append(variable)
-        score = getattr(record, "score", None)
-        found.append(RetrievedRecord(variable, score if isinstance(score, int | float) else None,
-                                     str(record_id)))
+        if capture:
+            score = getattr(record, "score", None)
+            found.append(RetrievedRecord(variable, score if isinstance(score, int | float) else None,
+                                         str(record_id)))
+        else:
+            found.append(variable)
     top_k = arguments.get("top_k", arguments.get("limit"))
     stage.attributes.update(retrieval_attributes(
         found, memory=False, top_k=top_k if isinstance(top_k, int) else None,
-        capture=stage._capture, limit=stage._limit))
+        capture=capture, limit=stage._limit))
 
 
 def flat_batch_insert(tracer: MemoryTracer, spec: MethodSpec,

@@ -27,7 +27,7 @@ from memtrace_otel.instrument.mem0.scope import (
 )
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.variables import Variable, VariableRegistry
-from memtrace_otel.semconv import Category, GenAIOperation, VariableKind
+from memtrace_otel.semconv import Category, GenAI, GenAIOperation, MemTrace, VariableKind
 
 __all__ = [
     "MESSAGE_IDS_KEY",
@@ -100,10 +100,15 @@ class AddSpec(MethodSpec):
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:
         items, op = result_items(result), scope.op
+        outcome = ",".join(sorted({str(i.get("event")) for i in items})) if items else "noop"
         # The stored records are written only with content capture (gen_ai.memory.records is opt-in):
-        # without it the count says all, and the records are not built.
-        op.record_memory(count=len(items), records=stored_records(items) if op.captures_content else None)
-        scope.op.set_outcome(",".join(sorted({str(i.get("event")) for i in items})) if items else "noop")
+        # without it the count says all, and the records are not built; the count and the outcome
+        # are then one attribute call on the span (each call takes its lock and checks its values).
+        if op.captures_content:
+            op.record_memory(count=len(items), records=stored_records(items))
+            op.set_outcome(outcome)
+        else:
+            op.set_attributes({GenAI.MEMORY_RECORD_COUNT: len(items), MemTrace.OPERATION_OUTCOME: outcome})
 
 
 def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
