@@ -54,6 +54,7 @@ __all__ = [
     "WORD_OR_NUMBER",
     "bm25_idf",
     "content_tokens",
+    "fact_token_sequence",
     "fact_tokens",
     "normalize_answer",
     "normalize_token",
@@ -255,6 +256,21 @@ def fact_tokens(text: str | None) -> frozenset[str]:
 def _fact_tokens(text: str) -> frozenset[str]:
     pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
     return frozenset(normalize_token(w) for w in pieces if w.lower() not in FACT_STOPWORDS)
+
+
+def fact_token_sequence(text: str | None) -> tuple[str, ...]:
+    """:func:`fact_tokens` in the order ``text`` says them, repeats kept: where words stand.
+
+    >>> fact_token_sequence("She painted two sunsets, and painted a lake.")
+    ('paint', '2', 'sunset', 'paint', 'lake')
+    """
+    return _fact_token_sequence(text) if text else ()
+
+
+@functools.lru_cache(maxsize=65536)
+def _fact_token_sequence(text: str) -> tuple[str, ...]:
+    pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
+    return tuple(normalize_token(w) for w in pieces if w.lower() not in FACT_STOPWORDS)
 
 
 # -- sentences ---------------------------------------------------------------------------------

@@ -468,3 +468,72 @@ def test_a_memory_of_another_turn_that_answers_as_the_evidence_does_makes_a_miss
     ops = _activities_history(tracer_provider)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+
+
+PARK = "How often does John take his kids to the park?"
+OFTEN = "[6 March 2023] John: Yeah, we go a few times a week."
+
+
+def test_common_gold_words_carry_a_fact_only_said_together():
+    """'time' and 'week' are in most messages: a line holding both apart ('last week ... a tough time')
+    does not say 'a few times a week'; said together, or when one of them is rare, it may."""
+    common = critical_information("A few times a week", PARK, OFTEN, specific=lambda _tokens: False)
+    rare = critical_information("A few times a week", PARK, OFTEN, specific=lambda _tokens: True)
+    apart = "Maria's grandma passed away last week, causing her to go through a tough time."
+    assert common.spread and not common.together(apart)
+    assert common.together("John takes the kids out several times each week.")
+    assert not rare.spread and rare.together(apart)
+    # A date's numbers and months come from a record's header, far from the words of its fact.
+    dated = critical_information("The week before 9 June 2023", "When did Caroline speak at a school?",
+                                 "[9 June 2023] Caroline: I spoke at a school last week [the week before 9 "
+                                 "June 2023].", specific=lambda _tokens: False)
+    assert not dated.spread
+
+
+def _park_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Maria's and John's turns cut into one memcell, written into an episode that says Maria's 'last week'
+    and 'a tough time' but drops John's 'a few times a week'; other turns use 'time' and 'week' apart
+    (common words), and the reader gets the episode."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    ops: dict[str, str] = {}
+    chatter = ["[1 March 2023] Maria: What a week at the shelter.", "[1 March 2023] John: Busy week for me.",
+               "[2 March 2023] Maria: A week of rain.", "[2 March 2023] John: I had time to read.",
+               "[3 March 2023] Maria: No time to rest.", "[3 March 2023] John: Time flies.",
+               "[4 March 2023] Maria: One more week to go."]
+    with mt.operation("ingest", Category.INGEST, store_id="s") as op:
+        for i, text in enumerate(chatter):
+            op.read(f"msg:D0:{i}", content=text, kind=VariableKind.MESSAGE)
+        op.write("mem:chatter", "Maria and John talked about their weeks.", kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("extract_memory", Category.EXTRACTION, store_id="s") as op:
+        ops["extract"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.read("msg:D8:7", content="[6 March 2023] Maria: Last week my grandma passed away, it's a tough "
+                "time.", kind=VariableKind.MESSAGE)
+        op.read("msg:D8:8", content=OFTEN, kind=VariableKind.MESSAGE)
+        unit = op.write("mem:episode", "[6 March 2023] Maria's grandma passed away last week, causing her to "
+                        "go through a tough time. John had a picnic with his wife and kids.",
+                        kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        op.write("query:q1", PARK, kind=VariableKind.QUERY)
+        op.read(unit)
+        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        ops["answer"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.read(retrieved)
+        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=PARK, prediction="I don't know.", gold="A few times a week",
+                             evidence=["D8:8"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_an_episode_with_common_gold_words_apart_did_not_keep_the_fact(tracer_provider, span_exporter):
+    """The episode written from the evidence holds 'week' and 'time' in Maria's sentence only: the reader
+    never had how often John goes, and the extraction that dropped it is the fault, not the reader."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _park_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)

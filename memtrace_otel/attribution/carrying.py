@@ -165,6 +165,15 @@ class Carrying:
             return (not quoted or self.evidence in quoted or said_by is None
                     or any(index.speaker(m) in (said_by, None) for m in quoted))
 
+        texts: list[str] = []
+        if info.spread:
+            # Common gold words carry the fact only said together (:meth:`.Information.together`).
+            texts = split_lines(index.text(variable))
+            kept = [i for i, text in enumerate(texts) if info.together(text)]
+            if not kept:
+                return False
+            texts, lines = [texts[i] for i in kept], [lines[i] for i in kept]
+            sources = [sources[i] for i in kept]
         own_lines = [line for line, quoted in zip(lines, sources, strict=True) if own(quoted)]
         if info.carried_by_lines(tokens, own_lines):
             return True
@@ -174,7 +183,7 @@ class Carrying:
             return False
         if self.case.semantic is None or not info.text:
             return True  # without a model, words are all there is to go by
-        texts = split_lines(index.text(variable))
+        texts = texts or split_lines(index.text(variable))
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
 
@@ -215,7 +224,7 @@ class Carrying:
         """
         index = self.case.index
         return any(self.info.answers(tokens) and not index.quoted_message(text) - {self.evidence}
-                   for text, tokens in index.pieces(variable))
+                   and self.info.together(text) for text, tokens in index.pieces(variable))
 
     def _keeps_rare_gold(self, variable: str) -> bool:
         """Whether a statement of ``variable``, written from the evidence, keeps the whole gold and
@@ -231,7 +240,7 @@ class Carrying:
         """
         index = self.case.index
         return any(self.info.identified_by(tokens) and not index.quoted_message(text) - {self.evidence}
-                   for text, tokens in index.pieces(variable))
+                   and self.info.together(text) for text, tokens in index.pieces(variable))
 
     def _states_gold_of_sentence(self, variable: str) -> bool:
         """Whether a statement of ``variable``, written from the evidence, holds the whole gold and
@@ -256,7 +265,8 @@ class Carrying:
         # (a photo's caption and the sentence about it both name "a stained glass window").
         stating = [tokenize(info.text), *(tokens for tokens in said if gold <= tokens)]
         for text, tokens in index.pieces(variable):
-            if not gold | info.exact | self._unsaid <= tokens or index.quoted_message(text) - {self.evidence}:
+            if (not gold | info.exact | self._unsaid <= tokens or index.quoted_message(text) - {self.evidence}
+                    or not info.together(text)):
                 continue
 
             def overlap(sentence: frozenset[str], tokens: frozenset[str] = tokens) -> float:

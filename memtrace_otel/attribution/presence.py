@@ -31,6 +31,7 @@ from memtrace_otel.text import (
     MONTHS,
     NUMBER_WORDS,
     WORD_OR_NUMBER,
+    fact_token_sequence,
     fact_tokens,
     normalize_token,
     sentences,
@@ -41,6 +42,7 @@ from memtrace_otel.text import (
 __all__ = [
     "Information",
     "critical_information",
+    "gold_window",
     "split_header",
     "split_lines",
     "tokenize",
@@ -88,6 +90,9 @@ _GOLD_WORD_SHARE = 0.5
 _RELATED_SHARE = 0.3
 _WHOLE_TOPIC_WORDS = 2  # a topic of one word (the speaker's name) does not single a fact out
 _SPEAKER = re.compile(r"\[[^\]]*\]")
+# Common gold words identify a fact only said together: a line may spread them over this many more
+# words than the evidence sentence does ("a few times a week" against "last week ... a tough time").
+_SPREAD_SLACK = 1
 
 
 def split_lines(text: str | None) -> list[str]:
@@ -167,6 +172,9 @@ class Information:
     """The fact is the whole message (no sentence singled out): a text may hold it across its lines."""
     said: frozenset[str] = frozenset()
     """The gold's tokens anywhere in the evidence message (``gold`` keeps those of its sentence)."""
+    spread: int = 0
+    """When every gold word is common in the conversation (none identifies a fact alone), the longest
+    run of words a line may hold them in (:func:`gold_window`); 0: anywhere in the line."""
     # Totals of the weights, summed once: the presence test asks for shares millions of times.
     gold_total: float = field(init=False, repr=False, compare=False, default=0.0)
     sentence_total: float = field(init=False, repr=False, compare=False, default=0.0)
@@ -182,6 +190,19 @@ class Information:
     @property
     def weights(self) -> dict[str, float]:
         return self.gold or self.sentence
+
+    def together(self, text: str) -> bool:
+        """Whether ``text`` says the gold's words together, as the evidence does, when they are common
+        words (:attr:`spread`; a date's numbers and months aside); always, when they are not.
+
+        Words every other message uses ("time", "week", "year") carry a fact only as the phrase
+        they form: "we go a few times a week" is not held by "passed away last week ... a
+        tough time". A rare word identifies the fact wherever it stands.
+        """
+        if not self.spread:
+            return True
+        window = gold_window(fact_token_sequence(text), _worded(self.gold))
+        return window is not None and window <= self.spread
 
     def coverage(self, tokens: frozenset[str]) -> float:
         """Weighted share of the gold part (the sentence part without gold) in ``tokens``."""
@@ -297,6 +318,11 @@ def critical_information(
     # Who said it is part of the fact when the question asks about that person: the same words
     # from another speaker do not answer "What does John like?".
     speaker = tokenize(_SPEAKER.sub("", split_header(line)[0])) & asked
+    spread = 0
+    worded = _worded(gold_part)
+    if len(worded) > 1 and specific is not None and not any(specific([t]) for t in worded):
+        said_in = gold_window(fact_token_sequence(line), worded)
+        spread = said_in + _SPREAD_SLACK if said_in is not None else 0
     return Information(
         gold=gold_part,
         exact=(gold_info.exact & frozenset(gold_part)) | speaker,
@@ -307,7 +333,44 @@ def critical_information(
         text=split_header(line)[1].strip(),
         whole=whole,
         said=said,
+        spread=spread,
     )
+
+
+def _worded(tokens: Iterable[str]) -> list[str]:
+    """The words of ``tokens``, sorted: not numbers or month names (a date's parts may come from a
+    record's timestamp, a line's header, far from the words of its fact)."""
+    return sorted(t for t in tokens if not t.isdigit() and t not in MONTH_NAMES)
+
+
+def gold_window(sequence: tuple[str, ...], gold: Iterable[str]) -> int | None:
+    """Length of the shortest run of ``sequence`` holding every token of ``gold``; ``None`` if one is missing.
+
+    >>> gold_window(("pass", "away", "last", "week", "tough", "time"), ["week", "time"])
+    3
+    >>> gold_window(("go", "time", "week"), ["week", "time"]), gold_window(("time",), ["week"])
+    (2, None)
+    """
+    wanted = set(gold)
+    if not wanted:
+        return 0
+    counts: dict[str, int] = {}
+    best: int | None = None
+    start = 0
+    for end, token in enumerate(sequence):
+        if token not in wanted:
+            continue
+        counts[token] = counts.get(token, 0) + 1
+        while len(counts) == len(wanted):
+            first = sequence[start]
+            if first in counts:
+                size = end - start + 1
+                best = size if best is None or size < best else best
+                counts[first] -= 1
+                if not counts[first]:
+                    del counts[first]
+            start += 1
+    return best
 
 
 def _critical_sentence(
