@@ -537,3 +537,89 @@ def test_an_episode_with_common_gold_words_apart_did_not_keep_the_fact(tracer_pr
     ops = _park_history(tracer_provider)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+def _carrying_of(exporter, question: str, gold: str, evidence: str, *, semantic=None):  # type: ignore[no-untyped-def]
+    """The :class:`Carrying` of the one failed evaluation's evidence ``evidence`` (a message id)."""
+    from memtrace_otel.attribution import FailureCase
+    from memtrace_otel.attribution.carrying import Carrying, LineageCase
+    from memtrace_otel.attribution.graph_index import graph_index
+    from memtrace_otel.graph.build import build_graph
+    from memtrace_otel.graph.query import failed_evaluations
+    from memtrace_otel.spans.model import record_from_readable
+
+    G = build_graph(record_from_readable(s) for s in exporter.get_finished_spans())
+    failure = FailureCase.from_graph(G, failed_evaluations(G)[0])
+    index = graph_index(G)
+    case = LineageCase.of(index, failure.answer, index.producer(failure.answer), semantic=semantic)
+    message = next(n for n in G if n.startswith(f"msg:{evidence}@") or f"/msg:{evidence}@" in n)
+    info = critical_information(gold, question, index.text(message), idf=index.idf, specific=index.specific)
+    return Carrying(case, message, info, structural=False), G
+
+
+def _history(provider, messages: dict[str, str], units: dict[str, str], question: str,  # type: ignore[no-untyped-def]
+             gold: str, evidence: str) -> None:
+    """Each message ingested into its unit (same key), every unit returned to a reader that failed."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    written = []
+    for key, text in messages.items():
+        with mt.operation("add", Category.EXTRACTION, store_id="s") as op:
+            op.read(f"msg:{key}", content=text, kind=VariableKind.MESSAGE)
+            if key in units:
+                written.append(op.write(f"mem:{key}", units[key], kind=VariableKind.MEMORY_UNIT))
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        op.write("query:q1", question, kind=VariableKind.QUERY)
+        for unit in written:
+            op.read(unit)
+        retrieved = op.write("context:q1", "\n".join(str(u.content) for u in written),
+                             kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=question, prediction="I don't know.", gold=gold,
+                             evidence=[evidence], answer=answer, case_id="q1")
+
+
+def test_a_paraphrase_keeping_only_a_common_name_of_the_gold_does_not_carry_it(
+        tracer_provider, span_exporter):
+    """Half the gold by weight was its name 'LGBTQ', in most messages: a statement close in meaning (here
+    every statement is, by a stub embedding) that keeps only that name is about the same subject, not
+    the fact 'visited an LGBTQ center'; one keeping the rare words carries it."""
+    import numpy as np
+
+    question, gold = "What inspired Caroline's painting?", "visiting an LGBTQ center"
+    messages = {f"D{i}": f"[{i} May 2023] Caroline: The LGBTQ group met again, talk {i}."
+                for i in range(1, 9)}
+    messages["D9"] = "[10 May 2023] Caroline: I painted this after I visited a LGBTQ center."
+    messages["D10"] = "[11 May 2023] Caroline: I will show my LGBTQ paintings at an art show."
+    units = {"D9": "Caroline painted a picture after she visited an LGBTQ center.",
+             "D10": "Caroline is organizing an LGBTQ art show of her paintings."}
+    _history(tracer_provider, messages, units, question, gold, "D9")
+    carries, G = _carrying_of(span_exporter, question, gold, "D9",
+                              semantic=lambda texts: np.ones((len(texts), 1)))
+    unit = {G.nodes[n].get("name"): n for n in G if G.nodes[n].get("name", "").startswith("mem:")}
+    assert carries._paraphrases(unit["mem:D9"]) and not carries._paraphrases(unit["mem:D10"])
+
+
+def test_a_statement_of_someone_else_does_not_answer_for_the_speaker_a_record_names(
+        tracer_provider, span_exporter):
+    """The message names its speaker only in its record: 'Tim feels great reading' holds the gold and every
+    word the question asks by but 'John', and answers another question."""
+    import json
+
+    question, gold = "How does John feel about being a mentor?", "It feels great"
+    said = json.dumps({"content": "It feels great to have their trust.", "name": "John"})
+    messages = {"D1": said,
+                "D2": json.dumps({"content": "Reading fantasy makes me feel great.", "name": "Tim"})}
+    units = {"D1": "John feels great mentoring younger players.",
+             "D2": "Tim feels great reading fantasy books."}
+    _history(tracer_provider, messages, units, question, gold, "D1")
+    carries, G = _carrying_of(span_exporter, question, gold, "D1")
+    unit = {G.nodes[n].get("name"): n for n in G if G.nodes[n].get("name", "").startswith("mem:")}
+    assert not carries._answers(unit["mem:D2"])
+    assert carries.info.answers(carries.case.index.tokens(unit["mem:D2"]))  # the words alone would
+    assert carries._answers(unit["mem:D1"])

@@ -220,10 +220,14 @@ class Carrying:
         Searched store-wide: a memory written from another turn that says the same thing
         of the same person holds the information all the same (an extractor dedupes, a
         user repeats). A statement quoted word for word from another message is that
-        message, not a memory of it.
+        message, not a memory of it. The person asked about must be named, though the message
+        names its speaker only in its record (a ``name`` field, not a ``Caroline:`` header): the
+        same words said of someone else answer another question.
         """
         index = self.case.index
-        return any(self.info.answers(tokens) and not index.quoted_message(text) - {self.evidence}
+        who = tokenize(index.speaker(self.evidence)) & self.info.asked
+        return any(self.info.answers(tokens) and who <= tokens
+                   and not index.quoted_message(text) - {self.evidence}
                    and self.info.together(text) for text, tokens in index.pieces(variable))
 
     def _keeps_rare_gold(self, variable: str) -> bool:
@@ -322,9 +326,15 @@ class Carrying:
         """
         index, info, embed = self.case.index, self.info, self.case.semantic
         assert embed is not None
+        # Half the gold by how rare its words are in the conversation: a paraphrase close in meaning
+        # that keeps only a name every other message has ("LGBTQ" of "visited an LGBTQ center") is
+        # about the same subject, not the same fact.
+        rare = {t: w * index.idf(t) for t, w in info.gold.items()}
+        total = math.fsum(rare.values())
         pieces = [text for text, tokens in index.pieces(variable)
                   if len(tokens - info.exact) >= _PARAPHRASE_MIN_WORDS
                   and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)
+                  and (not rare or weighted_share(rare, tokens, total) >= _PARAPHRASE_GOLD_SHARE)
                   and not index.quoted_message(text) - {self.evidence}]
         if not pieces:
             return False

@@ -172,6 +172,8 @@ class Information:
     """The fact is the whole message (no sentence singled out): a text may hold it across its lines."""
     said: frozenset[str] = frozenset()
     """The gold's tokens anywhere in the evidence message (``gold`` keeps those of its sentence)."""
+    asked: frozenset[str] = frozenset()
+    """The question's tokens (who and what it asks about)."""
     spread: int = 0
     """When every gold word is common in the conversation (none identifies a fact alone), the longest
     run of words a line may hold them in (:func:`gold_window`); 0: anywhere in the line."""
@@ -334,6 +336,7 @@ def critical_information(
         whole=whole,
         said=said,
         spread=spread,
+        asked=asked,
     )
 
 
