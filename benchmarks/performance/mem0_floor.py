@@ -21,13 +21,16 @@ go unnoticed (``tests/mem0/test_mem0_floor.py`` runs one ``add`` both ways and c
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
@@ -210,3 +213,70 @@ def frames_from(call: Callable[[], Any], package: str) -> list[str]:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]  # None removes the hook, as for sys
     return sorted(seen)
+
+
+def emission_cost(payloads: Mapping[str, Sequence[Mapping[str, Any]]], iterations: int,
+                  repeats: int = 9) -> dict[str, float]:
+    """The floor's emission alone, without mem0: thread CPU per span (µs), medians of rotated rounds.
+
+    Each method's recorded spans go through the very wrapper the benchmark installs, around a call
+    that does nothing, on a provider shaped as the benchmark's (a ``BatchSpanProcessor`` feeding an
+    exporter that discards); ``bare`` is an empty span the same way. What a span costs in mem0's
+    threads, between its allocations and garbage collections, is more (``docs/performance.md``)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=1 << 16))
+    tracer = provider.get_tracer("memtrace-benchmark-floor")
+    bare = Emission("bare", SpanKind.INTERNAL, {}, (), (), None)
+    arms = {"bare": _wrapper(tracer, _cycle([bare]))}
+    for method in METHODS:
+        emissions = [Emission.of(p) for p in payloads.get(method, ())]
+        if not emissions:
+            continue
+        # The parts, cumulative: the span with its attributes, then its stage events, then its links.
+        arms[f"{method}: span and attributes"] = _wrapper(tracer, _cycle(
+            [replace(e, events=(), links=()) for e in emissions]))
+        arms[f"{method}: + events"] = _wrapper(tracer, _cycle([replace(e, links=()) for e in emissions]))
+        arms[f"{method}: + links (all)"] = _wrapper(tracer, _cycle(emissions))
+    names = list(arms)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+
+    def nothing() -> None:
+        return None
+
+    for r in range(repeats + 1):  # the first round warms up
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            emit = arms[name]
+            start = time.thread_time()
+            for _ in range(iterations):
+                emit(nothing, None, (), {})
+            if r:
+                samples[name].append((time.thread_time() - start) / iterations * 1e6)
+    provider.shutdown()
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="The floor's emission alone: µs of thread CPU per span.")
+    parser.add_argument("payload", help="the spans a mem0_overhead.py --capture run recorded")
+    parser.add_argument("--iterations", type=int, default=2000, help="spans per arm and round")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = emission_cost(load(args.payload), args.iterations)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for name, us in result.items():
+        print(f"{name:30} {us:8.1f} µs per span" + (f" = {us / result['bare']:.1f}x a bare span"
+                                                    if name != "bare" else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
