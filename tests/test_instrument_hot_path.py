@@ -3,6 +3,7 @@ without a lock, keeps what spans do not carry, and each version's descriptor is 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -101,3 +102,14 @@ def test_a_descriptor_is_made_once_per_version_and_is_the_wire_format() -> None:
     assert variable.descriptor is first and describe(variable) == first
     tombstone = Variable("mem:1", 2, VariableKind.MEMORY_UNIT, None)
     assert describe(tombstone) == wire_describe("memory_unit", 0, content_hash(""), "mem:1@2")
+
+
+def test_the_content_hash_is_blake2b_of_the_text_as_utf8_with_lone_surrogates_replaced() -> None:
+    # The hash copies one empty BLAKE2b instead of making one per call; a text UTF-8 cannot encode
+    # (a lone surrogate) is hashed as "replace" encodes it, as before.
+    texts = ["", "hello", "Zoë moved to Lisbon 🏠", "x" * 5000, "half \ud800 a pair", "\udfff"]
+    for text in texts:
+        expected = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+        assert content_hash(text) == expected
+        assert describe(Variable("v", 1, VariableKind.OTHER, text)).split(" ")[2] == expected
+    assert content_hash("hello") != content_hash("hello ") and len(content_hash("hello")) == 16

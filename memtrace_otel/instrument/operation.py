@@ -66,6 +66,8 @@ _STORING_OPERATIONS = frozenset({GenAIOperation.CREATE_MEMORY, GenAIOperation.UP
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 _LINK_VARIABLE = MemTraceLink.VARIABLE
+_EMPTY_BLAKE2B = _blake2b(digest_size=8)
+"""Copied for each content hash (as ``wire.content_hash`` does): cheaper than a new ``blake2b``."""
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -600,8 +602,12 @@ def _descriptor(variable: Variable) -> str:
     content = variable.content
     digest = variable._hash
     if digest is None:  # wire.content_hash, inlined (a call fewer per version written)
-        digest = variable._hash = _blake2b((content or "").encode("utf-8", "replace"),
-                                           digest_size=8).hexdigest()
+        hasher = _EMPTY_BLAKE2B.copy()
+        try:
+            hasher.update((content or "").encode())
+        except UnicodeEncodeError:
+            hasher.update((content or "").encode("utf-8", "replace"))
+        digest = variable._hash = hasher.hexdigest()
     descriptor = variable.descriptor = \
         f"{variable.kind._value_} {len(content) if content is not None else 0} {digest} {variable.id}"
     return descriptor
