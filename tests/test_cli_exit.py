@@ -8,6 +8,7 @@ raises ``SystemExit`` as before and the caller's process lives on.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -53,7 +54,11 @@ def test_graph_as_the_command_writes_all_of_it_and_exits_as_in_process(spans: Pa
 def test_report_as_the_command_writes_the_same_page_and_exits_as_in_process(spans: Path,
                                                                             tmp_path: Path) -> None:
     page_in_process, page_command = tmp_path / "in.html", tmp_path / "command.html"
+    frozen = gc.get_freeze_count()
     in_process = CliRunner().invoke(main, ["report", str(spans), "--out", str(page_in_process)])
+    # As the command it freezes its graph for the collector (the process ends without freeing it);
+    # in process it leaves the caller's collector as it was.
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
     run = _as_command("report", str(spans), "--out", str(page_command))
     assert in_process.exit_code == run.returncode == 3, run.stderr
     assert "failed answer(s)" in run.stderr.splitlines()[-1]  # said before the exit
