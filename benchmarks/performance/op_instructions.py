@@ -69,7 +69,8 @@ def _instructions(calls: int, mode: str, capture: str) -> int:
     script = _CHILD.format(here=str(Path(__file__).parent))
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
                           "-c", script, str(calls), mode, capture],
-                         capture_output=True, text=True, check=True, env=dict(os.environ))
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONHASHSEED="0"))  # dict and set layouts as in every run
     found = re.search(r"Collected : (\d+)", out.stderr)
     if found is None:
         raise SystemExit(f"op_instructions: valgrind printed no instruction count: {out.stderr[-300:]}")
