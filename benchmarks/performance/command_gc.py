@@ -39,8 +39,9 @@ def _exit(code: int, _real: Any = os._exit) -> NoReturn:
 def _say() -> None:
     spent = sum(seconds for _, seconds in _collections)
     each = ", ".join(f"{seconds:.2f} s at {cpu:.2f}" for cpu, seconds in _collections)
-    print(f"command_gc: {len(_collections)} full collections, {spent:.2f} s wall ({each}; process CPU "
-          f"seconds when each ended); process CPU {time.process_time():.2f} s", file=sys.stderr)
+    when = f" ({each}; process CPU seconds when each ended)" if _collections else ""
+    print(f"command_gc: {len(_collections)} full collections, {spent:.2f} s wall{when}; process CPU "
+          f"{time.process_time():.2f} s", file=sys.stderr)
 
 
 def main() -> None:
