@@ -1024,3 +1024,40 @@ def test_another_turns_unit_holding_a_date_gold_does_not_make_the_miss_the_searc
     system.ask("When did Evan go on a camping trip by the lake?", "March 2023", ["D25:8"], ["D26:2"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)
+
+
+APOLOGY = "Why did Evan apologize to his partner?"
+APOLOGY_SAID = ("[11 January 2024] Evan: I had to apologize to my partner for a drunken night last week. "
+                "We went out and I drank way too much at the bar, the night got wild.")
+
+
+def _apology_history(provider: TracerProvider, fact: str) -> _Mem0:
+    """Evan's turn extracted as ``fact`` and stored; the search returns it (and another memory); the
+    reader answers wrong."""
+    system = _Mem0(provider)
+    system.add("D25:2", APOLOGY_SAID, fact)
+    system.add("D25:3", "[11 January 2024] Sam: I adopted a cat called Luna.",
+               "Sam adopted a cat called Luna (11 January 2024).")
+    system.ask(APOLOGY, "for a drunken night", ["D25:2"], ["D25:2", "D25:3"])
+    return system
+
+
+def test_a_reader_that_had_an_extracted_statement_with_part_of_the_answer_is_the_response_error(
+        tracer_provider, span_exporter):
+    """The extraction told the turn's other sentence in its own words (the night at the bar), not the one
+    stating the apology's reason, but it kept part of the answer (a night) and more than the question
+    says: the reader had part of the answer with what surrounds it, and answered wrong. (Undated, as mem0
+    1.x's extractor writes facts: a date tag would tie it to the apology's sentence by the header's date.)"""
+    system = _apology_history(tracer_provider, "Evan drank way too much at a bar and had a wild night out.")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE)
+
+
+def test_a_reader_that_had_only_the_questions_own_words_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter):
+    """A statement that says only what the question asks (the reason cut off) holds no part of the answer:
+    the reader had nothing to answer from, and the extraction lost the fact."""
+    system = _apology_history(tracer_provider, "Evan had to apologize to his partner for a "
+                                               "(11 January 2024).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:2"], ErrorType.EXTRACTION)

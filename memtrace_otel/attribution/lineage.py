@@ -53,7 +53,11 @@ off the graph without a model:
    extraction would have met it too), and such a loss on the evidence's own
    lineage comes before the loss of a unit from elsewhere; if a unit still
    held it when the question was asked and the answer's context does not,
-   the question's search of that unit's store missed it (RetrievalError).
+   the question's search of that unit's store missed it (RetrievalError);
+   if the context held it with part of the gold (and much of the sentence
+   stating it, or more than the question's own words), the reader had part
+   of the answer (ResponseError); a statement with none of the gold is a
+   lossy extraction.
    An extraction whose statements are all about other parts of its message is
    not shown to have dropped the fact (an evidence id may name the turn beside
    the one saying it, an abstractive gold is inferred): if memory held a unit
@@ -94,6 +98,7 @@ undated facts between them do not (mem0 dates a record by its message).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -125,6 +130,7 @@ from memtrace_otel.attribution.survival import (
 )
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
+from memtrace_otel.text import MONTH_NAMES
 
 __all__ = ["LineageEngine", "find_evidence"]
 
@@ -134,6 +140,8 @@ _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL
 _READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
 _LOSS_TYPES = frozenset({ErrorType.UPDATE, ErrorType.DELETION})
+_BEYOND_SHARE = 0.2
+"""Share of a statement's (IDF-weighted) words outside the question's for it to say more than the question."""
 
 
 @dataclass(slots=True)
@@ -480,7 +488,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence)) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked)) is not None:
         missed.alternatives = candidates
         return missed
     if (fate is None and kind is ErrorType.EXTRACTION and index.category(candidates[0]) in _EXTRACTION_ROLES
@@ -509,19 +517,26 @@ def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: fr
     fate = statement_fate(case, carries, op, asked=asked, own=True)
     if fate is None or fate.loss is not None:
         return None
+    # Without the question: an episode's statement was written from a whole memcell (a session's
+    # messages), so words of it beyond the question may be any message's, not an account of this one's
+    # fact (:func:`_partly_answers` asks that of facts extracted from the evidence message).
     missed = _missed(case, fate, stated, carries.evidence)
     if missed is not None:
         missed.alternatives = [op]
     return missed
 
 
-def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str) -> Verdict | None:
+def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str,
+            asked: frozenset[str] = frozenset()) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
 
     The extraction stored its statement and nothing removed it: the information was in memory,
-    and the question's retrieval of that store passed on none of it.
+    and the question's retrieval of that store passed on none of it. When the context holds the
+    statement, the reader is to blame if the statement has the whole gold, or part of it (with much of
+    the sentence stating it, or, given the question's words ``asked``, with more than the question says:
+    :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact).
     """
     index = case.index
     if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
@@ -541,6 +556,12 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             # the gold: the reader had the extraction's account of the answer and answered wrong.
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, part of the gold with it", held, confidence=0.6)
+        if gold is not None and asked and _partly_answers(index, fate.statement, gold, asked):
+            # The statement is about another sentence of the message (the fact in the extractor's words), but
+            # it keeps some of the answer and tells more than the question does: the reader had part of the
+            # answer with what surrounds it, and answered wrong.
+            return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
+                           "wrote about the fact, part of the answer with it", held, confidence=0.5)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     retrievals = _question_searches(case)
     for unit in fate.alive:
@@ -550,6 +571,33 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)
     return None
+
+
+def _partly_answers(index: GraphIndex, statement: frozenset[str], gold: Information,
+                    asked: frozenset[str]) -> bool:
+    """Whether ``statement`` holds some of the gold's words, dates aside, and says more than the question
+    (``asked``): :data:`_BEYOND_SHARE` of its IDF weight in words outside the question, numbers and months
+    aside.
+
+    A fact a reader had that keeps part of the answer ("the importance of self-care" for "self-care is
+    important") gave it something to answer from; one holding only the date it was said on (every fact of
+    that session holds it) or only the question's own words did not.
+
+    >>> from memtrace_otel.attribution.graph_index import GraphIndex
+    >>> import networkx as nx
+    >>> index, asked = GraphIndex(nx.DiGraph()), frozenset({"melanie", "realiz", "charity", "race"})
+    >>> gold = Information(gold={"self": 1.0, "care": 1.0, "important": 1.0})
+    >>> _partly_answers(index, frozenset({"melanie", "realiz", "importance", "self", "care"}), gold, asked)
+    True
+    >>> _partly_answers(index, frozenset({"melanie", "ran", "charity", "race", "25", "may"}), gold, asked)
+    False
+    """
+    answer = {t: w for t, w in gold.gold.items() if not t.isdigit() and t not in MONTH_NAMES}
+    if not answer or weighted_share(answer, statement) <= 0:
+        return False
+    said = [t for t in statement if not t.isdigit() and t not in MONTH_NAMES]
+    total = math.fsum(index.idf(t) for t in said)
+    return bool(total) and math.fsum(index.idf(t) for t in said if t not in asked) / total >= _BEYOND_SHARE
 
 
 def _question_searches(case: LineageCase) -> list[str]:
