@@ -371,16 +371,20 @@ class _Mem0:
         context = op.span_context  # type: ignore[attr-defined]
         self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
 
-    def add(self, dia_id: str, said: str, fact: str | None, *, existing: tuple[str, ...] = ()) -> None:
-        """``existing``: the units (by message) the decision read as the memories similar to the fact."""
-        with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+    def add(self, dia_id: str, said: str, fact: str | None, *, existing: tuple[str, ...] = (),
+            shown: tuple[str, ...] = (), store: str = "s") -> None:
+        """``existing``: the units (by message) the decision read as the memories similar to the fact;
+        ``shown``: those the extraction read (mem0 2.x shows its extractor the similar memories)."""
+        with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id=store) as op:
             self.remember(f"extract {dia_id}", op)
             message = op.read(f"msg:{dia_id}", content=said, kind=VariableKind.MESSAGE)
+            for similar in shown:
+                op.read(self.units[similar])
             facts = op.write(f"facts:{dia_id}", fact or "", kind=VariableKind.FACTS)
             op.step("extract", [message], [facts])
         if fact:
             with self.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
-                                   store_id="s") as op:
+                                   store_id=store) as op:
                 op.read(facts)
                 for similar in existing:
                     op.read(self.units[similar])
@@ -396,18 +400,24 @@ class _Mem0:
             self.remember(f"delete {dia_id}", op)
             op.delete(self.units.pop(dia_id))
 
-    def ask(self, question: str, gold: str, evidence: list[str], returned: list[str]) -> None:
-        with self.mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
-                               store_id="s") as op:
-            self.remember("search", op)
-            op.read("query:q1", content=question, kind=VariableKind.QUERY)
-            found = [op.read(self.units[r]) for r in returned]
-            context = op.write("context:q1", "\n".join(str(u.content) for u in found),
-                               kind=VariableKind.CONTEXT)
+    def ask(self, question: str, gold: str, evidence: list[str], returned: list[str], *,
+            stores: dict[str, list[str]] | None = None) -> None:
+        """``stores``: one search per store, in order, each returning the units listed (else one search of
+        store ``s`` returning ``returned``); a search is remembered as ``search`` or ``search <store>``."""
+        contexts = []
+        for store, found_ids in (stores or {"s": returned}).items():
+            with self.mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation="search_memory",
+                                   store_id=store) as op:
+                self.remember("search" if stores is None else f"search {store}", op)
+                op.read("query:q1", content=question, kind=VariableKind.QUERY)
+                found = [op.read(self.units[r]) for r in found_ids]
+                contexts.append(op.write(f"context:q1:{store}", "\n".join(str(u.content) for u in found),
+                                         kind=VariableKind.CONTEXT))
         with self.mt.operation("app.answer", Category.GENERATION) as op:
             self.remember("answer", op)
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
-            op.read(context)
+            for context in contexts:
+                op.read(context)
             answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
         with self.mt.operation("app.judge", Category.EVALUATION) as op:
             op.read(answer)
@@ -590,6 +600,106 @@ def test_a_loss_on_the_evidence_lineage_is_decisive_only_if_the_search_would_hav
     system.ask("Which country did Tim visit a castle in?", "UK", ["D2:3"], ["D3:1"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
+CAMPED = "Where has Melanie camped?"
+CAMPING_SAID = ("[27 June 2023] Melanie: That sounds great! Actually, I just took my fam camping in the "
+                "mountains last week - it was a really nice time together!")
+
+
+def _camping(provider: TracerProvider, later: str) -> _Mem0:
+    """The evidence's extraction wrote no fact; two turns later Melanie said the trip again and its fact was
+    stored by a decision that read nothing of the evidence (no tie); the search returned other memories."""
+    system = _Mem0(provider)
+    system.add("D4:6", CAMPING_SAID, None)
+    system.add("D4:7", "[27 June 2023] Caroline: I went to a pottery class with my sister.",
+               "Caroline went to a pottery class with her sister (27 June 2023).")
+    system.add("D4:8", "[27 June 2023] Melanie: We roasted marshmallows in the mountains.", later)
+    system.ask(CAMPED, "mountains", ["D4:6"], ["D4:7"])
+    return system
+
+
+@pytest.mark.parametrize(("later", "blamed", "error_type"), [
+    ("Melanie went camping with her family in the mountains last week and roasted marshmallows "
+     "(27 June 2023).", "search", ErrorType.RETRIEVAL),
+    ("Melanie's pottery class, her new job at the bank, her marathon training, her sister's wedding and "
+     "the marshmallows in the mountains keep her busy (27 June 2023).", "extract D4:6", ErrorType.EXTRACTION),
+])
+def test_a_drop_is_decisive_only_if_the_search_would_have_returned_the_repaired_fact(
+        tracer_provider, span_exporter, later, blamed, error_type):
+    """A unit from another turn saying the fact was alive and the search passed over it. A repaired
+    extraction's fact would have been no closer to the question than that unit (the message's sentence
+    stands for it): the search would have passed it over too, and the search decided the answer. A unit
+    farther from the question than the message's sentence (the mountains among four other things) is no
+    sign of that: the drop decided."""
+    system = _camping(tracer_provider, later)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
+@pytest.mark.parametrize(("reply", "blamed"), [
+    ("Joanna loves Nate's turtles and would get two today if she could (18 March 2022).", "search joanna"),
+    ("Joanna loves Nate's dog and would get one today if she could (18 March 2022).", "search nate"),
+])
+def test_an_earlier_search_that_passed_over_a_unit_saying_the_whole_answer_failed_first(
+        tracer_provider, span_exporter, reply, blamed):
+    """One search per speaker, Joanna's first. Nate's store held the evidence's fact and his search missed
+    it; Joanna's store held her reply saying the whole answer of Nate, and her search, earlier, missed it:
+    the earliest faulty operation is hers. A reply without the answer leaves Nate's search to blame."""
+    system = _Mem0(tracer_provider)
+    system.add("D5:6", "[18 March 2022] Nate: I'm drawn to turtles. They're unique and calming.",
+               "Nate finds turtles unique and calming (18 March 2022).", store="nate")
+    system.add("D5:7", "[18 March 2022] Nate: I went to the cinema with my friends.",
+               "Nate went to the cinema with his friends (18 March 2022).", store="nate")
+    system.add("D5:11", "[18 March 2022] Joanna: I love your turtles, I'd get two today if I could!", reply,
+               store="joanna")
+    system.add("D5:12", "[18 March 2022] Joanna: I finished my screenplay.",
+               "Joanna finished her screenplay (18 March 2022).", store="joanna")
+    system.ask("What animal do both Nate and Joanna like?", "Turtles", ["D5:6"], [],
+               stores={"joanna": ["D5:12"], "nate": ["D5:7"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
+
+
+@pytest.mark.parametrize(("shown", "blamed", "error_type"), [
+    ("Jolene aims to work on projects on renewable energy and on providing clean water to those with "
+     "limited access (26 August 2023).", "search", ErrorType.RETRIEVAL),
+    ("Jolene is studying engineering and loves video games (26 August 2023).", "extract D22:12",
+     ErrorType.EXTRACTION),
+])
+def test_an_extraction_that_wrote_nothing_after_reading_a_memory_stating_the_fact_deduplicated(
+        tracer_provider, span_exporter, shown, blamed, error_type):
+    """mem0 2.x shows its extractor the memories similar to the message and writes only new facts. An
+    extraction that wrote nothing after reading a memory that states the fact found it held: it dropped
+    nothing, and the search that passed over that memory is to blame. One that read only memories on
+    other things dropped the fact."""
+    system = _Mem0(tracer_provider)
+    system.add("D22:10", "[26 August 2023] Jolene: I'm keen on two projects.", shown)
+    system.add("D22:11", "[26 August 2023] Deborah: I went surfing at the beach.",
+               "Deborah went surfing at the beach (26 August 2023).")
+    system.add("D22:12", "[26 August 2023] Jolene: The other is finding ways to supply clean water to those "
+               "with limited access.", None, shown=("D22:10",))
+    system.ask("What projects is Jolene planning?", "finding ways to supply clean water to those with "
+               "limited access", ["D22:12"], ["D22:11"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
+def test_a_memory_the_extraction_read_stating_the_whole_gold_held_the_fact(tracer_provider, span_exporter):
+    """The message names the dog only as 'that name'; the memory the extraction read says the whole answer
+    (the stuffed dog Tilly) in other words than the message: it held the fact, and the extraction that
+    wrote nothing new deduplicated."""
+    system = _Mem0(tracer_provider)
+    system.add("D24:2", "[21 October 2022] Joanna: Nate gave me a stuffed animal dog and I named it Tilly.",
+               "Joanna has a stuffed animal dog named Tilly that was a gift from Nate (21 October 2022).")
+    system.add("D24:3", "[21 October 2022] Nate: I adopted a third turtle.",
+               "Nate adopted a third turtle (21 October 2022).")
+    system.add("D24:6", "[21 October 2022] Joanna: I used to have a dog back in Michigan with that name. The "
+               "name helps me remember her.", None, shown=("D24:2",))
+    system.ask("What does Joanna use to remember her dog from Michigan?", "a stuffed animal dog named Tilly",
+               ["D24:6"], ["D24:3"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 
 
 # -- MemBase's systems: raw messages folded into memory, containers of messages,

@@ -33,9 +33,14 @@ off the graph without a model:
    saying of the fact) counts so only when no loss on the evidence's own
    lineage came first and decided: an extraction that stored none of it
    did not when the unit's write read memory descended from the evidence (a
-   memory system's update decision reads the similar memories); a lost unit
-   did not when the alive one is at least as close to the question
-   (offline embeddings): the search would have passed over it too.
+   memory system's update decision reads the similar memories), or when the
+   unit is at least as close to the question (offline embeddings) as the
+   statements the extraction handed on (the message's sentence when it wrote
+   none): the search would have passed over a repaired extraction's fact too;
+   a lost unit did not when the alive one is at least as close to the
+   question: the search would have passed over it too. With one search per
+   store (a mem0 app searches each speaker), an earlier search of another
+   store that passed over a unit saying the whole answer failed first.
 4. **Write side** (before the question, forward from the evidence): an
    operation is judged by what it wrote (memory units, versions, tombstones,
    what it passed on), never by its prompts, raw model responses or model-call
@@ -63,6 +68,9 @@ off the graph without a model:
    the one saying it, an abstractive gold is inferred): if memory held a unit
    stating the whole gold, or the units it wrote restating the message, alive
    and not returned, the question's earliest search of their store is blamed.
+   Nor is one that wrote nothing after reading a memory stating the fact (an
+   additive extractor is shown the similar memories and writes only new
+   facts): the search that passed over that memory is.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
@@ -121,10 +129,12 @@ from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import (
     Fate,
+    held_already,
     keeps,
     salient,
     statement_fate,
     statement_loss,
+    stating_gold,
     stored_instead,
     wrote_about,
 )
@@ -178,14 +188,16 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
         # only when nothing on the evidence's own lineage was lost before: the earliest faulty
         # operation wins.
         alive = _alive_carriers(case, carries, carries.stored())
-        if alive and _unexcused_drops(case, carries):
+        if alive and (drops := _unexcused_drops(case, carries)):
             # An extraction that stored none of the fact is no such loss when a later saying of it,
             # written by a write that read memory descended from the evidence (a memory system's
             # update decision reads the memories similar to the new fact), was still held at the
             # question: the information was in memory, and a repaired extraction's unit would have
-            # met the same search that passed over this one. A unit with no such tie only shares
-            # the gold's words ("Rome wasn't built in a day"): the drop stays the first loss.
-            alive = [v for v in alive if v in carries.descendants]
+            # met the same search that passed over this one. A unit with no such tie may only share
+            # the gold's words ("Rome wasn't built in a day"): the drop stays the first loss, unless
+            # the search would have passed over the repaired extraction's fact too (_passed_over).
+            alive = [v for v in alive if v in carries.descendants] or (
+                _passed_over(case, carries, question, alive, drops) if question else [])
     chain = sorted(
         (
             op
@@ -264,6 +276,35 @@ def _no_further(case: LineageCase, question: str, alive: list[str], lost: list[s
     similarity = (vectors[1:] @ vectors[0]).tolist()
     bar = max(similarity[:len(lost)])
     return [v for v, s in zip(alive, similarity[len(lost):], strict=True) if s >= bar]
+
+
+def _passed_over(case: LineageCase, carries: Carrying, question: str, alive: list[str],
+                 drops: list[str]) -> list[str]:
+    """Of ``alive`` (units from elsewhere carrying the fact at the question, with no tie to the evidence),
+    those at least as close to the question (offline embeddings) as what a repaired extraction would
+    have stored: the statements the extractions in ``drops`` wrote from the message (a lossy fact is
+    the repaired one less a detail) or, when they wrote none, the sentence stating the fact. None
+    without the embedding model.
+
+    An extraction that stored none of the fact is decisive only if the question's search would have
+    returned the unit a repaired extraction wrote. It passed over a unit saying the fact that was alive
+    in its store; a statement of it no closer to the question than that unit would have been passed
+    over too: the search, not the drop, decided the answer. Only for extractors that hand statements on
+    to be stored (mem0's facts, which its decision turns into units): an op that stored the message
+    itself as its unit (a chunker) dropped it from memory directly, and stays the first fault.
+    """
+    embed, index = case.semantic, case.index
+    if embed is None or not alive or not carries.info.text:
+        return []
+    handed = [v for op in drops for v in index.written(op) if not index.is_stored(v)]
+    if not handed:
+        return []
+    written = [text for v in handed for text, _ in index.pieces(v)]
+    proxies = written or [carries.info.text]
+    vectors = embed([question, *proxies, *(index.text(v) or "" for v in alive)])
+    similarity = (vectors[1:] @ vectors[0]).tolist()
+    bar = max(similarity[:len(proxies)])
+    return [v for v, s in zip(alive, similarity[len(proxies):], strict=True) if s >= bar]
 
 
 def _results(index: GraphIndex, op: str) -> list[str]:
@@ -496,6 +537,11 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
                                                         gold=stated))) is not None):
         unread.alternatives = candidates
         return unread
+    if (fate is None and kind is ErrorType.EXTRACTION and index.category(candidates[0]) in _EXTRACTION_ROLES
+            and (held := _unread(case, held_already(case, carries, candidates[0], asked=asked, gold=stated),
+                                 "the extraction read it and wrote nothing new")) is not None):
+        held.alternatives = candidates
+        return held
     why = f"it read {read} but {effect.removeprefix('it ')}, and " + (
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
@@ -600,6 +646,32 @@ def _partly_answers(index: GraphIndex, statement: frozenset[str], gold: Informat
     return bool(total) and math.fsum(index.idf(t) for t in said if t not in asked) / total >= _BEYOND_SHARE
 
 
+def _earlier_miss(case: LineageCase, verdict: Verdict, units: list[str]) -> Verdict | None:
+    """The question's earliest search before ``verdict``'s whose store held one of ``units`` (alive, not
+    returned, stating the whole gold: :func:`.survival.stating_gold`); ``None`` when none did.
+
+    A question searched several stores (one per user, as mem0 apps search each speaker), and the
+    verdict blames one that passed over a unit carrying the fact. An earlier search of another store
+    that passed over a unit saying the whole answer failed first: the earliest faulty operation is the
+    root cause. Searches of the verdict's own store are left to the read-side walk (rounds of one search
+    read the same memory).
+    """
+    index = case.index
+    retrievals = _question_searches(case)
+    for search in retrievals:
+        if (index.order(search) >= index.order(verdict.operation)
+                or verdict.operation in _search_steps(index, [search], retrievals)):
+            break  # the verdict's own search (or a step of it) and what came after
+        if verdict.carrier is not None and _same_store(index, search, verdict.carrier, retrievals):
+            continue  # a search of the same store (an earlier round, another index of it) is not another's
+        unit = next((u for u in units if _same_store(index, search, u, retrievals)), None)
+        if unit is not None:
+            return Verdict(_returning_step(case, [search], retrievals), ErrorType.RETRIEVAL,
+                           f"{unit} said the whole answer but the retrieved context does not", unit,
+                           confidence=min(verdict.confidence, 0.7))
+    return None
+
+
 def _question_searches(case: LineageCase) -> list[str]:
     """The retrievals on the answer's path at or after the question, steps excluded, in execution order."""
     index = case.index
@@ -634,18 +706,20 @@ def _search_steps(index: GraphIndex, searches: list[str], retrievals: list[str])
     return [op for op in retrievals if op in steps]
 
 
-def _unread(case: LineageCase, units: list[str]) -> Verdict | None:
+def _unread(case: LineageCase, units: list[str], because: str = "the extraction wrote about other things"
+            ) -> Verdict | None:
     """The question's earliest search whose store held one of ``units`` (alive, not returned: what memory
-    had for the fact while the extraction that wrote about other things is not shown at fault,
-    :func:`.survival.stored_instead`); ``None`` when there are none or no search of their stores is known."""
+    had for the fact while the extraction is not shown at fault -- it wrote about other things,
+    :func:`.survival.stored_instead`, or found the fact held already, :func:`.survival.held_already`);
+    ``None`` when there are none or no search of their stores is known."""
     index = case.index
     retrievals = _question_searches(case)
     for search in retrievals:
         unit = next((u for u in units if _same_store(index, search, u, retrievals)), None)
         if unit is not None:
             return Verdict(_returning_step(case, [search], retrievals), ErrorType.RETRIEVAL,
-                           f"{unit} held what memory had of the fact (the extraction wrote about other "
-                           "things), but the retrieved context does not", unit, confidence=0.6)
+                           f"{unit} held what memory had of the fact ({because}), but the retrieved "
+                           "context does not", unit, confidence=0.6)
     return None
 
 
@@ -704,6 +778,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     verdict = verdict or _write_side(case, carries, asked, stated)
     if verdict is None:
         return None
+    if verdict.error_type is ErrorType.RETRIEVAL and stated is not None and not structural:
+        verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked)) or verdict
     verdict.gold_grounded = info.source == "gold" and not structural
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
     verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural

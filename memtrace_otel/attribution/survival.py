@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memtrace_otel.attribution.anchored import months_and_years
@@ -28,7 +29,17 @@ from memtrace_otel.attribution.presence import Information, tokenize, weighted_s
 from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import MONTH_NAMES
 
-__all__ = ["Fate", "keeps", "salient", "statement_fate", "statement_loss", "stored_instead", "wrote_about"]
+__all__ = [
+    "Fate",
+    "held_already",
+    "keeps",
+    "salient",
+    "statement_fate",
+    "statement_loss",
+    "stating_gold",
+    "stored_instead",
+    "wrote_about",
+]
 
 _KEPT_SHARE = 0.8
 """Share (IDF-weighted) of a statement's words a unit must still hold to still state it: a merge joins
@@ -42,6 +53,10 @@ _ABOUT_GOLD_SHARE = 0.5
 _ABOUT_QUESTION_SHARE = 0.5
 _ABOUT_SENTENCE_SHARE = 0.3
 _WORD_WEIGHT = 1.0  # a plain gold word's weight in :class:`.Information`; names and numbers weigh more
+_HELD_SHARE = 0.5
+"""Share (IDF-weighted) of the sentence stating the fact, and of the gold's words it says, a memory an
+extraction read must hold to hold the fact already: a paraphrase keeps half of either, a memory merely on
+the same topic (the same day's date, the speaker's hobby) keeps a third at most."""
 _READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK, Category.GENERATION})
 _STATES_GOLD_SHARE = 0.8
 """Share (weighted) of the whole gold a line of another unit must hold to state the answer (the presence
@@ -164,14 +179,6 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     contexts = [index.tokens(v) for v in index.inputs(case.generator)
                 if index.data(v).get("kind") != VariableKind.QUERY]
 
-    def memory(variable: str) -> bool:
-        """A memory unit, or written by the write side: a list of results a retrieval wrote or a later
-        step read (named by the ids it lists) is no memory unit."""
-        if index.data(variable).get("kind") in STORED_KINDS:
-            return True
-        producer = index.producer(variable)
-        return producer is not None and index.category(producer) not in _READ_SIDE
-
     def alive(variable: str) -> str | None:
         current = index.state_at(index.data(variable)["name"], case.query_time)
         return None if current is None or index.data(current).get("deleted") else current
@@ -179,20 +186,7 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     def unread(variable: str) -> bool:
         return not any(index.tokens(variable) <= held for held in contexts)
 
-    found: list[str] = []
-    if gold is not None and gold.gold and not months_and_years(gold.gold):
-        weights, exact = gold.gold, gold.exact | info.exact
-        # A date the question names is in every line of that day: no word of the question's topic.
-        topic = frozenset(t for t in asked - exact if not t.isdigit() and t not in MONTH_NAMES)
-        keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
-        for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
-            if (index.produced_at(variable) < case.query_time and memory(variable)
-                    and alive(variable) == variable and unread(variable)
-                    and any(exact <= line and (not topic or not topic.isdisjoint(line))
-                            and weighted_share(weights, line) >= _STATES_GOLD_SHARE
-                            for line in index.lines(variable))):
-                found.append(variable)
-    if found:
+    if gold is not None and (found := stating_gold(case, gold, info.exact, asked)):
         return found
     speaker = info.exact - info.gold.keys()
     statements = _statements(index, op)
@@ -200,10 +194,97 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
         return []
     # The units that keep one of its statements: what this extraction wrote, not a unit a decision that
     # read its facts only touched.
-    own = [current for v in sorted(carries.written_from) if index.is_stored(v) and memory(v)
+    own = [current for v in sorted(carries.written_from) if index.is_stored(v) and _memory(index, v)
            and (current := alive(v)) is not None and carries.restates_message(current, speaker)
            and any(keeps(index, current, statement, info) for statement in statements)]
     return list(dict.fromkeys(own)) if all(unread(v) for v in own) else []
+
+
+def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset(),
+                 gold: Information | None = None) -> list[str]:
+    """The memory units extraction ``op`` read that state the evidence's fact, alive when the question is
+    asked and not held by the answer's context, when ``op`` wrote no statement at all; else ``[]``.
+    Sorted by name.
+
+    A unit states the fact when a statement of it holds :data:`_HELD_SHARE` of the sentence stating it
+    and of the gold's words the message says, or a line of it states the whole ``gold``
+    (:func:`stating_gold`'s test). An additive extractor (mem0 2.x's) is shown the memories most
+    similar to the message and writes only facts they do not hold yet: one that wrote nothing after
+    reading a memory stating the fact found it held (a deduplication), and dropped nothing. A
+    repaired extraction would have written nothing new either; what memory held is the unit it read.
+    """
+    index, info = case.index, carries.info
+    if carries.structural or _statements(index, op):
+        return []
+    said = _weights(index, tokenize(info.text))
+    whole = _states_whole(gold, info.exact, asked) if gold is not None else None
+    contexts = [index.tokens(v) for v in index.inputs(case.generator)
+                if index.data(v).get("kind") != VariableKind.QUERY]
+    found: dict[str, None] = {}
+    for variable in sorted(index.inputs(op)):
+        if not (index.is_stored(variable) and _memory(index, variable)):
+            continue
+        if not any(weighted_share(said, tokens) >= _HELD_SHARE and info.gold_in(tokens, threshold=_HELD_SHARE)
+                   for _, tokens in index.pieces(variable)) and not (
+                whole is not None and any(whole(line) for line in index.lines(variable))):
+            continue
+        current = index.state_at(index.data(variable)["name"], case.query_time)
+        if (current is not None and not index.data(current).get("deleted")
+                and not any(index.tokens(current) <= held for held in contexts)):
+            found[current] = None
+    return list(found)
+
+
+def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str]
+                  ) -> Callable[[frozenset[str]], bool] | None:
+    """The test of a line stating the whole ``gold``: :data:`_STATES_GOLD_SHARE` of it, its exact tokens and
+    ``exact``, and a word of the question (``asked``) besides them and its dates (a "3" in a line about
+    another thing does not answer "how many turtles"); ``None`` for no gold or a date gold (a month, a
+    year), which every fact of its session holds."""
+    if not gold.gold or months_and_years(gold.gold):
+        return None
+    weights, exact = gold.gold, gold.exact | exact
+    # A date the question names is in every line of that day: no word of the question's topic.
+    topic = frozenset(t for t in asked - exact if not t.isdigit() and t not in MONTH_NAMES)
+
+    def states(line: frozenset[str]) -> bool:
+        return (exact <= line and (not topic or not topic.isdisjoint(line))
+                and weighted_share(weights, line) >= _STATES_GOLD_SHARE)
+    return states
+
+
+def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str]
+                 ) -> list[str]:
+    """Memory units alive in the question's stores when it is asked, not held by the answer's context,
+    with a line stating the whole ``gold`` (:func:`_states_whole`, ``exact`` the evidence's exact tokens).
+    Sorted by name.
+    """
+    index = case.index
+    states = _states_whole(gold, exact, asked)
+    if states is None:
+        return []
+    contexts = [index.tokens(v) for v in index.inputs(case.generator)
+                if index.data(v).get("kind") != VariableKind.QUERY]
+    weights, exact = gold.gold, gold.exact | exact
+    keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
+    found = []
+    for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
+        current = index.state_at(index.data(variable)["name"], case.query_time)
+        if (index.produced_at(variable) < case.query_time and _memory(index, variable)
+                and current == variable and not index.data(current).get("deleted")
+                and not any(index.tokens(variable) <= held for held in contexts)
+                and any(states(line) for line in index.lines(variable))):
+            found.append(variable)
+    return found
+
+
+def _memory(index: GraphIndex, variable: str) -> bool:
+    """A memory unit, or written by the write side: a list of results a retrieval wrote or a later step
+    read (named by the ids it lists) is no memory unit."""
+    if index.data(variable).get("kind") in STORED_KINDS:
+        return True
+    producer = index.producer(variable)
+    return producer is not None and index.category(producer) not in _READ_SIDE
 
 
 def statement_loss(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
