@@ -1,4 +1,4 @@
-"""``memtrace graph`` and ``memtrace report`` run as the command end without tearing their heap down.
+"""``memtrace graph``, ``report`` and ``analyze`` run as the command end without tearing their heap down.
 
 Started with the process's own arguments, they flush their output and end with ``os._exit``
 (``cli.common.end_command``) instead of freeing a large graph object by object. What they write,
@@ -64,6 +64,25 @@ def test_report_as_the_command_writes_the_same_page_and_exits_as_in_process(span
     assert "failed answer(s)" in run.stderr.splitlines()[-1]  # said before the exit
     assert page_command.read_bytes() == page_in_process.read_bytes()
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_analyze_as_the_command_writes_the_same_results_and_exits_as_in_process(spans: Path) -> None:
+    frozen = gc.get_freeze_count()
+    in_process = CliRunner().invoke(main, ["analyze", str(spans), "--json"])
+    # As the command it freezes its graph for the collector; in process the caller's is left alone.
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
+    run = _as_command("analyze", str(spans), "--json")
+    assert in_process.exit_code == run.returncode == 3, run.stderr  # the cycles were input problems
+    assert run.stdout.endswith("}\n")  # flushed to the end before the process ended
+    results, results_in_process = json.loads(run.stdout), json.loads(in_process.stdout)
+    for failure in results["failures"] + results_in_process["failures"]:
+        del failure["seconds"]  # the attribution's own time, the one field that differs run to run
+    assert results["failures"] and results == results_in_process
+    # The same without --json: the table (or its narrow form) and the summaries, all of them written.
+    table_in_process = CliRunner().invoke(main, ["analyze", str(spans)])
+    table = _as_command("analyze", str(spans))
+    assert table.returncode == table_in_process.exit_code == 3
+    assert table.stdout == table_in_process.stdout and "Error types" in table.stdout
 
 
 def test_graph_output_to_a_file_is_complete(spans: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ each full collection (its wall seconds, and the process's CPU seconds when it en
 total CPU, just before the command's exit.
 
     PYTHONPATH=<checkout> python benchmarks/performance/command_gc.py report SPANS.jsonl --out /tmp/r.html
+    PYTHONPATH=<checkout> python benchmarks/performance/command_gc.py analyze SPANS.jsonl --json >/dev/null
 """
 
 from __future__ import annotations

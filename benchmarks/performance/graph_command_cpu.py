@@ -1,6 +1,7 @@
 """`memtrace graph -o FILE` against the library's read + build on the same file, for two checkouts,
 interleaved in one run (issue 28, item 3: the command at <= 1.3x the library's CPU). With
-``--command report``: `memtrace report --out FILE` against the library's read + build + attribute.
+``--command report``: `memtrace report --out FILE` against the library's read + build + attribute; with
+``--command analyze``: `memtrace analyze --json` (its output discarded) against the same.
 
 Each measurement is a fresh process: the library's read + build is ``graph_build.py``'s script (its
 CPU from before reading to after building, as that benchmark reports it); the command runs under
@@ -10,7 +11,7 @@ jobs keep busy, CPU times of one process move by up to 1.6x from run to run: the
 pair, are the measurement.
 
     python benchmarks/performance/graph_command_cpu.py --file SPANS.jsonl --before /tmp/before \\
-        --after "$PWD" [--rounds 6] [--command graph|report] [--json]
+        --after "$PWD" [--rounds 6] [--command graph|report|analyze] [--json]
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from graph_build import _ANALYZE, _GRAPH  # the library's work, as graph_build.py measures it
 
-# Each command's arguments after the span file, and the library's script it is measured against.
-_COMMANDS = {"graph": (["-o", "graph.json"], _GRAPH, "read + build"),
-             "report": (["--out", "report.html"], _ANALYZE, "read + build + attribute")}
+# Each command's arguments after the span file ("{scratch}" is the scratch directory; standard output
+# is discarded), and the library's script it is measured against.
+_COMMANDS = {"graph": (["-o", "{scratch}/graph.json"], _GRAPH, "read + build"),
+             "report": (["--out", "{scratch}/report.html"], _ANALYZE, "read + build + attribute"),
+             "analyze": (["--json"], _ANALYZE, "read + build + attribute")}
 
 
 def _command(root: str, path: str, scratch: str, command: str = "graph") -> float:
@@ -38,9 +41,8 @@ def _command(root: str, path: str, scratch: str, command: str = "graph") -> floa
     memtrace = str(Path(sys.executable).with_name("memtrace"))
     report = os.path.join(scratch, "time.txt")
     env = dict(os.environ, PYTHONPATH=root)
-    option, output = _COMMANDS[command][0]
-    subprocess.run([time_binary, "-f", "%U %S", "-o", report, memtrace, command, path,
-                    option, os.path.join(scratch, output)],
+    options = [option.replace("{scratch}", scratch) for option in _COMMANDS[command][0]]
+    subprocess.run([time_binary, "-f", "%U %S", "-o", report, memtrace, command, path, *options],
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(report, encoding="utf-8") as handle:
         user, system = handle.read().split()[-2:]

@@ -141,7 +141,8 @@ def say(message: str) -> None:
 
 
 def end_command(code: int) -> NoReturn:
-    """Exit with ``code`` at the end of a command that holds a large graph (``graph``, ``report``).
+    """Exit with ``code`` at the end of a command that holds a large graph (``graph``, ``report``,
+    ``analyze``).
 
     Run as the ``memtrace`` command, the process ends without tearing its heap down object by object:
     standard output and error are flushed, logging is shut down and ``os._exit`` ends it, as mypy does.
