@@ -193,12 +193,19 @@ def strip_ordinals(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=65536)
-def normalize_token(word: str, *, min_stem: int = 4, sibilant_es: bool = False) -> str:
+def normalize_token(word: str, *, min_stem: int = 4, sibilant_es: bool = False, fold: bool = False) -> str:
     """The canonical form of one token: digits without leading zeros, full month names,
     number words as digits, otherwise the :func:`stem` (the presence test's settings by default).
 
+    ``fold`` also folds a word no suffix was stripped from the way stripping ``-es`` does to its
+    plural: a final ``ie`` loses its ``e`` ("hoodie" meets "hoodies" -> "hoodi") and a final ``y``
+    after a consonant becomes ``i`` ("story" meets "stories"). Without it the singular and the
+    plural of such words are different tokens, and a gold word is missed in a fact stating it.
+
     >>> [normalize_token(w) for w in ["007", "Sept", "May", "two", "Painted"]]
     ['7', 'september', 'may', '2', 'paint']
+    >>> [normalize_token(w, fold=True) for w in ["hoodie", "hoodies", "story", "stories", "play", "tree"]]
+    ['hoodi', 'hoodi', 'stori', 'stori', 'play', 'tree']
     """
     lower = word.lower()
     if lower.isdigit():
@@ -206,7 +213,15 @@ def normalize_token(word: str, *, min_stem: int = 4, sibilant_es: bool = False) 
     lower = MONTHS.get(lower, lower)
     if lower in MONTH_NAMES:
         return lower
-    return NUMBER_WORDS.get(lower) or stem(lower, min_stem=min_stem, sibilant_es=sibilant_es)
+    if lower in NUMBER_WORDS:
+        return NUMBER_WORDS[lower]
+    stemmed = stem(lower, min_stem=min_stem, sibilant_es=sibilant_es)
+    if fold and stemmed == lower and len(lower) > min_stem:
+        if lower.endswith("ie"):
+            return lower[:-1]
+        if lower.endswith("y") and lower[-2] not in "aeiou":
+            return lower[:-1] + "i"
+    return stemmed
 
 
 def short_date(date_text: str) -> str:
@@ -240,37 +255,37 @@ def _content_tokens(text: str) -> tuple[str, ...]:
                  if w not in CHAT_STOPWORDS and len(w.strip("'")) > 1)
 
 
-def fact_tokens(text: str | None) -> frozenset[str]:
+def fact_tokens(text: str | None, *, fold: bool = False) -> frozenset[str]:
     """Fact tokens: :func:`normalize_token` of each :data:`WORD_OR_NUMBER` token, ordinals
-    stripped, :data:`FACT_STOPWORDS` left out. What the presence test compares.
+    stripped, :data:`FACT_STOPWORDS` left out. What the presence test compares (with ``fold``).
 
     >>> sorted(fact_tokens("She painted two sunsets on the 3rd of Sept."))
     ['2', '3', 'paint', 'september', 'sunset']
     """
-    return _fact_tokens(text) if text else frozenset()
+    return _fact_tokens(text, fold) if text else frozenset()
 
 
 # Cases of one benchmark or span file share most contents (the ingestion is the same), so
 # tokenising is memoised process-wide; this is what keeps an attribution within its time budget.
 @functools.lru_cache(maxsize=200_000)
-def _fact_tokens(text: str) -> frozenset[str]:
+def _fact_tokens(text: str, fold: bool) -> frozenset[str]:
     pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
-    return frozenset(normalize_token(w) for w in pieces if w.lower() not in FACT_STOPWORDS)
+    return frozenset(normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS)
 
 
-def fact_token_sequence(text: str | None) -> tuple[str, ...]:
+def fact_token_sequence(text: str | None, *, fold: bool = False) -> tuple[str, ...]:
     """:func:`fact_tokens` in the order ``text`` says them, repeats kept: where words stand.
 
     >>> fact_token_sequence("She painted two sunsets, and painted a lake.")
     ('paint', '2', 'sunset', 'paint', 'lake')
     """
-    return _fact_token_sequence(text) if text else ()
+    return _fact_token_sequence(text, fold) if text else ()
 
 
 @functools.lru_cache(maxsize=65536)
-def _fact_token_sequence(text: str) -> tuple[str, ...]:
+def _fact_token_sequence(text: str, fold: bool) -> tuple[str, ...]:
     pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
-    return tuple(normalize_token(w) for w in pieces if w.lower() not in FACT_STOPWORDS)
+    return tuple(normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS)
 
 
 # -- sentences ---------------------------------------------------------------------------------

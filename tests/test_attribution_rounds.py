@@ -1171,3 +1171,25 @@ def test_a_reader_that_had_only_the_questions_own_words_leaves_the_extraction_to
                                                "(11 January 2024).")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:2"], ErrorType.EXTRACTION)
+
+
+def test_a_plural_gold_the_message_says_in_the_singular_is_found_in_it(tracer_provider, span_exporter):
+    """The gold ("Hoodies") is a word the message says in the singular ("This hoodie ..."). Folding the
+    bare word as the suffix is stripped finds the gold in the message, so the extraction that kept the
+    limited edition line but not the hoodie dropped the answer (the reader had that lossy fact and could
+    not answer); without it the gold is not found in the message, the question's sentence alone is what
+    a unit must carry, and the reader with the lossy fact is blamed."""
+    system = _Mem0(tracer_provider)
+    system.add("D16:3", "[21 June 2023] Gina: This hoodie isn't for sale, it's from my own collection. I "
+               "made a limited edition line last week to show off my style and creativity - it was tough but "
+               "worth it!",
+               "Gina made a limited edition line of clothing last week to show off her style and creativity.")
+    system.add("D16:4", "[21 June 2023] Jon: My dance studio opens next month.",
+               "Jon's dance studio opens next month (21 June 2023).")
+    for n, thing in enumerate(("opened her store", "hired a designer", "made a new line", "went to Paris")):
+        system.add(f"D17:{n}", f"[{n + 1} July 2023] Gina: I {thing} last week!",
+                   f"Gina {thing} (the week before {n + 1} July 2023).")
+    system.ask("What did Gina make a limited edition line of?", "Hoodies", ["D16:3"], ["D16:4", "D16:3"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D16:3"], ErrorType.EXTRACTION), \
+        verdict.explanation

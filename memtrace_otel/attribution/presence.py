@@ -58,12 +58,14 @@ _CARRY_THRESHOLD = 0.8
 def tokenize(text: str | None) -> frozenset[str]:
     """Normalised content tokens of ``text`` (lowercase, light stems, digits for number words).
 
-    The toolkit's fact tokenizer (:func:`memtrace_otel.text.fact_tokens`), memoised there.
+    The toolkit's fact tokenizer (:func:`memtrace_otel.text.fact_tokens`), memoised there, folding
+    words a suffix was not stripped from ("hoodie", "story") the way stripping one does, so a fact
+    saying the singular holds a plural gold.
 
     >>> sorted(tokenize("She painted two sunsets in Sept."))
     ['2', 'paint', 'september', 'sunset']
     """
-    return fact_tokens(text)
+    return fact_tokens(text, fold=True)
 
 
 def _salient(text: str) -> set[str]:
@@ -74,7 +76,7 @@ def _salient(text: str) -> set[str]:
         if lower in FACT_STOPWORDS:
             continue
         if word.isdigit() or word[0].isupper() or lower in NUMBER_WORDS or lower in MONTHS:
-            found.add(normalize_token(word))
+            found.add(normalize_token(word, fold=True))
     return found
 
 
@@ -203,7 +205,7 @@ class Information:
         """
         if not self.spread:
             return True
-        window = gold_window(fact_token_sequence(text), _worded(self.gold))
+        window = gold_window(fact_token_sequence(text, fold=True), _worded(self.gold))
         return window is not None and window <= self.spread
 
     def coverage(self, tokens: frozenset[str]) -> float:
@@ -323,7 +325,7 @@ def critical_information(
     spread = 0
     worded = _worded(gold_part)
     if len(worded) > 1 and specific is not None and not any(specific([t]) for t in worded):
-        said_in = gold_window(fact_token_sequence(line), worded)
+        said_in = gold_window(fact_token_sequence(line, fold=True), worded)
         spread = said_in + _SPREAD_SLACK if said_in is not None else 0
     return Information(
         gold=gold_part,
