@@ -75,13 +75,17 @@ def cyclic_case(number: int, fact: str, gold: str, question: str) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def cyclic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cyclic") / "cyclic.jsonl"
+def write_cyclic(path: Path) -> Path:
+    """Every case of ``FACTS`` as one span file: failed answers, and version cycles (exit 3)."""
     lines = [line for number, (fact, gold, question) in enumerate(FACTS)
              for line in cyclic_case(number, fact, gold, question)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def cyclic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_cyclic(tmp_path_factory.mktemp("cyclic") / "cyclic.jsonl")
 
 
 def analyze(path: Path, seed: int) -> tuple[int, list[tuple[Any, ...]], str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_cli_determinism import FACTS, cyclic_case
+from test_cli_determinism import write_cyclic
 
 from memtrace_otel import cli
 from memtrace_otel.cli import main
@@ -26,11 +26,7 @@ from memtrace_otel.cli import main
 @pytest.fixture(scope="module")
 def spans(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Failed answers (a report has something to draw) and version cycles (problems on stderr, exit 3).
-    path = tmp_path_factory.mktemp("exit") / "spans.jsonl"
-    lines = [line for number, (fact, gold, question) in enumerate(FACTS)
-             for line in cyclic_case(number, fact, gold, question)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_cyclic(tmp_path_factory.mktemp("exit") / "spans.jsonl")
 
 
 def _as_command(*args: str) -> subprocess.CompletedProcess[str]:
