@@ -269,8 +269,7 @@ def fact_tokens(text: str | None, *, fold: bool = False) -> frozenset[str]:
 # tokenising is memoised process-wide; this is what keeps an attribution within its time budget.
 @functools.lru_cache(maxsize=200_000)
 def _fact_tokens(text: str, fold: bool) -> frozenset[str]:
-    pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
-    return frozenset(normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS)
+    return frozenset(_fact_token_list(text, fold))
 
 
 def fact_token_sequence(text: str | None, *, fold: bool = False) -> tuple[str, ...]:
@@ -284,8 +283,13 @@ def fact_token_sequence(text: str | None, *, fold: bool = False) -> tuple[str, .
 
 @functools.lru_cache(maxsize=65536)
 def _fact_token_sequence(text: str, fold: bool) -> tuple[str, ...]:
+    return tuple(_fact_token_list(text, fold))
+
+
+def _fact_token_list(text: str, fold: bool) -> list[str]:
+    # One tokenisation for both memoised views (a set, and the order with repeats), each cached apart.
     pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
-    return tuple(normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS)
+    return [normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS]
 
 
 # -- sentences ---------------------------------------------------------------------------------
