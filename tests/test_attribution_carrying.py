@@ -5,6 +5,8 @@ Each test fails without the mechanism it names.
 
 from __future__ import annotations
 
+import json
+
 from memtrace_otel.attribution.presence import critical_information, tokenize
 from memtrace_otel.text import readable
 
@@ -490,10 +492,11 @@ def test_common_gold_words_carry_a_fact_only_said_together():
     assert not dated.spread
 
 
-def _park_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _park_history(provider, stated: bool = False) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Maria's and John's turns cut into one memcell, written into an episode that says Maria's 'last week'
     and 'a tough time' but drops John's 'a few times a week'; other turns use 'time' and 'week' apart
-    (common words), and the reader gets the episode."""
+    (common words), and the reader gets the episode. With ``stated``, the turns are first stored as a
+    memcell of raw messages that the extraction rewrites into the episode (EverMemOS)."""
     from memtrace_otel import Category, MemoryTracer, VariableKind
 
     mt = MemoryTracer(provider, capture_content=True)
@@ -506,14 +509,28 @@ def _park_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
         for i, text in enumerate(chatter):
             op.read(f"msg:D0:{i}", content=text, kind=VariableKind.MESSAGE)
         op.write("mem:chatter", "Maria and John talked about their weeks.", kind=VariableKind.MEMORY_UNIT)
+    grief = "[6 March 2023] Maria: Last week my grandma passed away, it's a tough time."
+    episode = ("[6 March 2023] Maria's grandma passed away last week, causing her to go through a tough "
+               "time. John had a picnic with his wife and kids.")
+    if stated:  # a memcell holding the messages (records naming their speakers), rewritten into its episode
+        said = [("msg:D8:7", "Maria", "Last week my grandma passed away, it's a tough time."),
+                ("msg:D8:8", "John", "Yeah, we go a few times a week.")]
+        with mt.operation("finalize", Category.INGEST, store_id="s") as op:
+            records = [{"content": text, "name": who, "timestamp": "2023-03-06T18:03:00"}
+                       for _, who, text in said]
+            for (key, _, _), record in zip(said, records, strict=True):
+                op.read(key, content=json.dumps(record), kind=VariableKind.MESSAGE)
+            cell = op.write("mem:episode", json.dumps({"original_data": records}),
+                            kind=VariableKind.MEMORY_UNIT)
     with mt.operation("extract_memory", Category.EXTRACTION, store_id="s") as op:
         ops["extract"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.read("msg:D8:7", content="[6 March 2023] Maria: Last week my grandma passed away, it's a tough "
-                "time.", kind=VariableKind.MESSAGE)
-        op.read("msg:D8:8", content=OFTEN, kind=VariableKind.MESSAGE)
-        unit = op.write("mem:episode", "[6 March 2023] Maria's grandma passed away last week, causing her to "
-                        "go through a tough time. John had a picnic with his wife and kids.",
-                        kind=VariableKind.MEMORY_UNIT)
+        if stated:
+            op.read(cell)
+            unit = op.update(cell, episode)
+        else:
+            op.read("msg:D8:7", content=grief, kind=VariableKind.MESSAGE)
+            op.read("msg:D8:8", content=OFTEN, kind=VariableKind.MESSAGE)
+            unit = op.write("mem:episode", episode, kind=VariableKind.MEMORY_UNIT)
     with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
         op.write("query:q1", PARK, kind=VariableKind.QUERY)
         op.read(unit)
@@ -535,6 +552,17 @@ def test_an_episode_with_common_gold_words_apart_did_not_keep_the_fact(tracer_pr
     from memtrace_otel.attribution import ErrorType
 
     ops = _park_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+def test_a_statement_with_common_gold_words_apart_does_not_say_the_gold(tracer_provider, span_exporter):
+    """The extraction's statement, followed into memory and the reader's context, holds 'week' and 'time'
+    apart: it does not say how often John goes, so the reader did not have the answer and the
+    extraction that dropped it is the fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _park_history(tracer_provider, stated=True)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
 
@@ -623,3 +651,132 @@ def test_a_statement_of_someone_else_does_not_answer_for_the_speaker_a_record_na
     assert not carries._answers(unit["mem:D2"])
     assert carries.info.answers(carries.case.index.tokens(unit["mem:D2"]))  # the words alone would
     assert carries._answers(unit["mem:D1"])
+
+
+def _metadata_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """MemBase's Mem0: each message with its metadata block appended, facts extracted (none from John's turn
+    about Anthony), then stored by a decision; the question's search returns only Tim's memory."""
+    import json
+
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    question, gold = "Who is Anthony?", "likely John's friend, colleague or family"
+    metadata = "\nBelow is this message's metadata:\nSpeaker Name: {0}\nSpeaker Role: user\n"
+    turns = {"D1": ("John", "2023-08-02T16:17:00", "Anthony and I went to this charity thing and ended up "
+                    "in an intense trivia contest. We did alright.", None),
+             "D2": ("John", "2023-08-02T16:20:00", "I'm reading an inspiring book.",
+                    "John is reading an inspiring book."),
+             "D3": ("Tim", "2023-08-02T16:21:00", "I went to the UK.", "Tim went to the UK.")}
+    mt = MemoryTracer(provider, capture_content=True)
+    ops, units = {}, {}
+    for key, (who, when, said, fact) in turns.items():
+        record = {"content": said + metadata.format(who), "name": who, "timestamp": when}
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[key] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{key}", content=json.dumps(record), kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{key}", json.dumps([fact] if fact else []), kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        if fact:
+            with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory",
+                              store_id="s") as op:
+                op.read(facts)
+                units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
+                                      kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        op.write("query:q1", question, kind=VariableKind.QUERY)
+        op.read(units["D3"])
+        retrieved = op.write("context:q1", str(units["D3"].content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=question, prediction="I don't know.", gold=gold,
+                             evidence=["D1"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_line_naming_only_the_speaker_is_no_fact_of_the_message(tracer_provider, span_exporter):
+    """MemBase's Mem0 appends the message's metadata to what was said ('Speaker Name: John'). That line holds
+    the gold's one word the message has ('John' of "likely John's friend") and would be the fact: every
+    memory naming John would carry it, and the search that missed one be blamed. It names who spoke; the
+    fact is what John said, which the extraction (it stored nothing) dropped."""
+    from memtrace_otel.attribution import ErrorType
+
+    question, gold = "Who is Anthony?", "likely John's friend, colleague or family"
+    text = readable(json.dumps({"content": "Anthony and I went to a contest.\nBelow is this message's "
+                                "metadata:\nSpeaker Name: John\n", "name": "John"}))
+    assert critical_information(gold, question, text).text == "John"  # what the metadata line made the fact
+    assert "Anthony" in critical_information(gold, question, text, speaker="John").text
+    ops = _metadata_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["D1"], ErrorType.EXTRACTION)
+
+
+def test_another_speakers_line_says_it_of_the_person_asked_about_only_by_naming_them(
+        tracer_provider, span_exporter):
+    """Messages name their speakers only in their records. A context line quoting Jolene's 'My mother also
+    passed away a few years ago' holds the gold's words and most of Deborah's sentence, but it is Jolene's
+    mother: it does not answer when Deborah's mother died."""
+    question, gold = "When did Deborah's mother pass away?", "a few years before 2023"
+
+    def said(who: str, text: str) -> str:
+        return json.dumps({"content": text, "name": who, "timestamp": "2023-01-23T16:06:00"})
+
+    theirs = "Sorry about your loss. My mother also passed away a few years ago."
+    messages = {"D1": said("Deborah", "It was full of memories, she passed away a few years ago."),
+                "D2": said("Jolene", theirs)}
+    _history(tracer_provider, messages, {"D2": f"[23 January 2023] {theirs}"}, question, gold, "D1")
+    carries, G = _carrying_of(span_exporter, question, gold, "D1")
+    unit = {G.nodes[n].get("name"): n for n in G if G.nodes[n].get("name", "").startswith("mem:")}
+    tokens = carries.case.index.tokens(unit["mem:D2"])
+    assert carries.info.carried_by_lines(tokens, [tokens])  # the words alone would
+    assert not carries._carried_by_lines(unit["mem:D2"])
+
+
+def _tournament_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """John's March turn about a convention's tournament, stored whole; his May turn about the tournament he
+    organised, extracted without it; the question's search returns only the May unit."""
+    import json
+
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    question = "What did John organize with his friends on May 8, 2022?"
+    mt = MemoryTracer(provider, capture_content=True)
+    turns = {"D1": ("2022-03-27T10:00:00", "I took part in a tournament for CS:GO at a gaming convention!",
+                    "John took part in a tournament for CS:GO at a gaming convention."),
+             "D2": ("2022-05-08T00:45:00", "We put together a tournament for our favorite game, CS:GO.",
+                    "John talked about organized game friends.")}
+    ops, units = {}, {}
+    for key, (when, said, fact) in turns.items():
+        with mt.operation("add", Category.EXTRACTION, store_id="s") as op:
+            ops[key] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            op.read(f"msg:{key}", content=json.dumps({"content": said, "name": "John", "timestamp": when}),
+                    kind=VariableKind.MESSAGE)
+            units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
+                                  kind=VariableKind.MEMORY_UNIT)
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", question, kind=VariableKind.QUERY)
+        op.read(units["D2"])
+        retrieved = op.write("context:q1", str(units["D2"].content), kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        op.read(retrieved)
+        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=question, prediction="I don't know.",
+                             gold="A tournament for CS:GO", evidence=["D2"], answer=answer, case_id="q1")
+    return ops
+
+
+def test_a_memory_dated_away_from_the_month_the_question_names_tells_another_event(
+        tracer_provider, span_exporter):
+    """The question asks what John organised in May 2022; a March memory of a CS:GO tournament holds the
+    whole gold but is another event: it is no memory of the May fact the search missed, and the May turn's
+    extraction, which kept none of it, is the fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _tournament_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["D2"], ErrorType.EXTRACTION)

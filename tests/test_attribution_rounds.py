@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.attribution import Attribution, ErrorType, FailureCase
 from memtrace_otel.attribution.lineage import LineageEngine
+from memtrace_otel.attribution.presence import split_header
 from memtrace_otel.graph.build import build_graph
 from memtrace_otel.graph.query import failed_evaluations
 from memtrace_otel.instrument.variables import Variable
@@ -877,6 +878,63 @@ def test_a_windows_line_of_the_same_speaker_saying_it_again_still_carries_it(tra
     _window_rewritten_keeping(t, again)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (t.ops["answer"], ErrorType.RESPONSE)
+
+
+def test_a_windows_line_of_another_message_saying_the_date_is_not_the_evidences_statement(
+        tracer_provider, span_exporter):
+    """A long-context window descends from every message merged into it. The merge that read the evidence
+    kept none of it; another message of the same session says "last week" of another event, and its line
+    states the gold's date in the window the answerer read. That line is the other message's: the window
+    never held when Caroline met her friends, and the merge that dropped it is the fault, not the reader."""
+    t = Tracked(tracer_provider)
+    question = "When did Caroline meet up with her friends, family, and mentors?"
+    school = "[9 June 2023] Caroline: I wanted to tell you about my school event last week."
+    rocks = ("[9 June 2023] Caroline: My friends, family and mentors are my rocks. Here's a pic from when "
+             "we met up last week!")
+    with t.op("first", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D3:1", content=school, kind=VariableKind.MESSAGE)
+        window = op.write("memory-unit", school, kind=VariableKind.MEMORY_UNIT)
+    with t.op("fold", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D3:11", content=rocks, kind=VariableKind.MESSAGE)
+        window = op.update(window, f"{school}\n[9 June 2023] Caroline: Thanks, Mel!")
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=question, gold="The week before 9 June 2023", evidence="D3:11")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["fold"], ErrorType.EXTRACTION)
+
+
+def test_a_transcript_lines_speaker_prefix_is_its_header_not_the_fact(tracer_provider, span_exporter):
+    """MemBase's buffers write each message as 'Speaker John (role: user) says: ...'. That prefix names who
+    speaks, as 'John: ' does: read as part of the first sentence, it made that sentence the one holding
+    the gold's 'John' (of "likely John's friend"), and another line of John about Harry Potter carried it.
+    The fact is the sentence about Anthony, which the merge dropped."""
+    assert split_header("[2 August 2023] Speaker John (role: user) says: Hi Tim!") == (
+        "[2 August 2023] Speaker John (role: user) says: ", "Hi Tim!")
+    t = Tracked(tracer_provider)
+
+    def line(text: str) -> str:
+        return f"Speaker John (role: user) says: {text}\nTimestamp: 2023-08-02T16:17:00"
+
+    earlier = line("I remember the Harry Potter books, you told me about them!")
+    said = line("Oh yeah, I remember you telling me about Harry Potter! Anthony and I went to this charity "
+                "thing and ended up in an intense trivia contest.")
+    with t.op("first", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D4:7", content=earlier, kind=VariableKind.MESSAGE)
+        window = op.write("memory-unit", earlier, kind=VariableKind.MEMORY_UNIT)
+    with t.op("fold", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D4:8", content=said, kind=VariableKind.MESSAGE)
+        window = op.update(window, f"{earlier}\n{line('Oh yeah!')}")
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content="Who is Anthony?", kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question="Who is Anthony?", gold="likely John's friend, colleague or family",
+             evidence="D4:8")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["fold"], ErrorType.EXTRACTION)
 
 
 # -- EverMemOS's episodes: dated in their own words, written into the memcell they were read from -------

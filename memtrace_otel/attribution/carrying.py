@@ -32,6 +32,7 @@ from memtrace_otel.attribution.presence import (
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind
+from memtrace_otel.text import MONTH_NAMES
 
 __all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
 
@@ -102,6 +103,7 @@ class Carrying:
         self._stored: list[str] | None = None
         self._memo: dict[str, bool] = {}
         self._anchor: frozenset[str] | bool | None = False  # False: not computed yet
+        self._asked_month: frozenset[str] | None = None
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -120,6 +122,8 @@ class Carrying:
             return self(original)
         if variable != self.evidence and not self._holds_evidence_record(variable):
             return False
+        if self.dated_otherwise(variable):
+            return False
         if self._carried_by_lines(variable):
             return True
         if self._answers(variable):
@@ -135,8 +139,12 @@ class Carrying:
         if variable in self.descendants and self._dated_episode(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
-                self.stated.gold_in(line) and self._unsaid <= line for line in index.lines(variable)):
-            return True  # written from the evidence, it says the gold the message said in other words
+                self.stated.gold_in(line) and self._unsaid <= line and not quoted - {self.evidence}
+                for line, quoted in zip(index.lines(variable), index.line_sources(variable), strict=True)):
+            # Written from the evidence, it says the gold the message said in other words. Not in a line
+            # another message says word for word: a window of raw messages descends from every one of
+            # them, and a session's other turn may say the same date of another event.
+            return True
         if index.data(variable).get("kind") not in STORED_KINDS and self._references_carrier(variable):
             return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
@@ -177,8 +185,11 @@ class Carrying:
         own_lines = [line for line, quoted in zip(lines, sources, strict=True) if own(quoted)]
         if info.carried_by_lines(tokens, own_lines):
             return True
+        # Another speaker's line says it of the person asked about only by naming them: "My mother also
+        # passed away last year" is the other speaker's mother, however close to the evidence it reads.
+        who = tokenize(said_by) & info.asked
         others = [i for i, (line, quoted) in enumerate(zip(lines, sources, strict=True))
-                  if not own(quoted) and info.carried_by_lines(tokens, [line])]
+                  if not own(quoted) and who <= line and info.carried_by_lines(tokens, [line])]
         if not others:
             return False
         if self.case.semantic is None or not info.text:
@@ -186,6 +197,31 @@ class Carrying:
         texts = texts or split_lines(index.text(variable))
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def dated_otherwise(self, variable: str) -> bool:
+        """Whether ``variable`` is a memory from elsewhere dated away from the month the question asks about.
+
+        A question that names a month and year ("What did John organize with his friends on
+        May 8, 2022?") asks about the event of that time, and the evidence message, said then,
+        bears that date. A memory not written from the evidence whose text and record never
+        name that month of that year tells another event with the same words (a tournament in
+        March is not the one organised in May): it does not answer the question, however many
+        of the gold's words it holds. Memories written from the evidence are judged as before
+        (their fact may keep a relative time instead of the date).
+        """
+        index = self.case.index
+        when = self._asked_month
+        if when is None:
+            months = sorted(t for t in self.info.asked if t in MONTH_NAMES)
+            years = sorted(t for t in self.info.asked if len(t) == 4 and t.isdigit())
+            found = frozenset((*months, *years)) if len(months) == 1 and len(years) == 1 else frozenset()
+            # Only when the evidence itself is dated then: else the question's date is not the message's.
+            when = self._asked_month = found if found <= index.tokens(self.evidence) else frozenset()
+        if not when or not index.is_stored(variable) or variable == self.evidence:
+            return False
+        if variable in self.descendants or variable in self.written_from:
+            return False
+        return not when <= index.tokens(variable)
 
     def _dated_episode(self, variable: str) -> bool:
         """Whether ``variable``, written from the evidence, is an episode dated the day the message

@@ -761,6 +761,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
         content if content else None,
         idf=index.idf,
         specific=index.specific,
+        speaker=index.speaker(evidence),
     )
     structural = case.structural or not info
     stated = critical_information(failure.gold, failure.question) if failure.gold else None

@@ -82,9 +82,10 @@ def _salient(text: str) -> set[str]:
 
 _LONG_LINE = 400
 # A chat line's header: "[8 May 2023] Caroline: ", "[10:02] ", "Caroline: " (a capitalised name of
-# at most three words directly followed by a colon).
-_HEADER = re.compile(r"\s*(?:\[[^\]\n]{1,60}\]\s*(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+)?"
-                     r"|[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+)")
+# at most three words directly followed by a colon), "Speaker Caroline (role: user) says: " (a transcript
+# line naming who speaks, as MemBase's buffers write each message).
+_SPEAKS = r"[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}(?::| \([^)\n]{1,30}\) says:)\s+"
+_HEADER = re.compile(rf"\s*(?:\[[^\]\n]{{1,60}}\]\s*(?:{_SPEAKS})?|{_SPEAKS})")
 _SENTENCE_SHARE = 0.5
 _SPECIFIC_SENTENCE_SHARE = 0.3
 _TOPIC_SHARE = 0.5
@@ -295,6 +296,7 @@ def critical_information(
     *,
     idf: Callable[[str], float] | None = None,
     specific: Callable[[Iterable[str]], bool] | None = None,
+    speaker: str | None = None,
 ) -> Information:
     """What a correct answer needed, located in ``evidence`` when it is given.
 
@@ -302,7 +304,8 @@ def critical_information(
     (restricted to those the evidence holds); the sentence part is the
     evidence sentence that best holds the gold and matches the question.
     ``idf`` weighs sentence tokens; ``specific`` says whether gold tokens are
-    rare enough to identify the fact alone.
+    rare enough to identify the fact alone; ``speaker`` (who said the
+    message) tells a line that only names them from one that states something.
     """
     asked = tokenize(question)
     gold_info = _gold_information(gold, asked)
@@ -312,7 +315,7 @@ def critical_information(
     gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
     said = frozenset(gold_part)
     weigh = idf or (lambda _t: 1.0)
-    line = _critical_sentence(evidence, gold_part, asked, weigh)
+    line = _critical_sentence(evidence, gold_part, asked, weigh, tokenize(speaker))
     whole = line == evidence and len(split_lines(evidence)) + len(sentences(evidence)) > 2
     stated = tokenize(line)
     sentence = {t: weigh(t) for t in stated}
@@ -321,7 +324,7 @@ def critical_information(
     gold_part = {t: w for t, w in gold_part.items() if t in stated} or gold_part
     # Who said it is part of the fact when the question asks about that person: the same words
     # from another speaker do not answer "What does John like?".
-    speaker = tokenize(_SPEAKER.sub("", split_header(line)[0])) & asked
+    speaker_named = tokenize(_SPEAKER.sub("", split_header(line)[0])) & asked
     spread = 0
     worded = _worded(gold_part)
     if len(worded) > 1 and specific is not None and not any(specific([t]) for t in worded):
@@ -329,7 +332,7 @@ def critical_information(
         spread = said_in + _SPREAD_SLACK if said_in is not None else 0
     return Information(
         gold=gold_part,
-        exact=(gold_info.exact & frozenset(gold_part)) | speaker,
+        exact=(gold_info.exact & frozenset(gold_part)) | speaker_named,
         sentence=sentence,
         topic={t: w for t, w in sentence.items() if t in asked},
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
@@ -379,7 +382,8 @@ def gold_window(sequence: tuple[str, ...], gold: Iterable[str]) -> int | None:
 
 
 def _critical_sentence(
-    evidence: str, gold: dict[str, float], asked: frozenset[str], weigh: Callable[[str], float]
+    evidence: str, gold: dict[str, float], asked: frozenset[str], weigh: Callable[[str], float],
+    speaker: frozenset[str] = frozenset(),
 ) -> str:
     """The evidence sentence that states the fact: one holding the gold the question points at.
 
@@ -391,11 +395,17 @@ def _critical_sentence(
     A message's header (timestamp, speaker) belongs to all its sentences, so
     sentences are scored without it and returned with it. When no sentence holds
     a gold or question word, the whole message is the fact.
+
+    A line that says only who is speaking (a message's metadata block, ``Speaker
+    Name: John``, which a memory system appends to what was said) states no
+    fact: it would win on the speaker's name a question asks by, and every
+    memory naming that person would then carry the "fact".
     """
     pieces: list[tuple[str, str]] = []
     for line in evidence.splitlines():
         header, body = split_header(line)
-        pieces.extend((header, s) for s in sentences(body, strip=False))
+        pieces.extend((header, s) for s in sentences(body, strip=False)
+                      if not (speaker and tokenize(s) and tokenize(s) <= speaker))
     if len(pieces) <= 1:
         return evidence
     holding = [item for item in pieces if tokenize("".join(item)) & gold.keys()]

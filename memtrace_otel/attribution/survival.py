@@ -96,7 +96,7 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     info = carries.info
     question = _weights(index, asked)
     scored = [(_aboutness(info, question, tokens), position, tokens)
-              for position, tokens in enumerate(_statements(index, op, own=own))]
+              for position, tokens in enumerate(_statements(index, op, own=own, info=info))]
     about = [item for item in scored if item[0] > 0]
     if not about:
         return None
@@ -123,14 +123,28 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     return Fate(statement, alive, loss, info)
 
 
-def _statements(index: GraphIndex, op: str, *, own: bool = False) -> list[frozenset[str]]:
+def _statements(index: GraphIndex, op: str, *, own: bool = False, info: Information | None = None
+                ) -> list[frozenset[str]]:
     """The tokens of each statement ``op`` wrote, in order: the pieces of what it wrote that are not memory
     units (with ``own``, its units too) and have :data:`_MIN_WORDS` words. A sentence quoted word for word
     from a message is the input passed on (a memcell keeps the messages it was cut from), not a
-    statement the extractor wrote."""
-    return [tokens for v in index.written(op) if own or not index.is_stored(v)
-            for text, tokens in index.pieces(v)
-            if len(tokens) >= _MIN_WORDS and not index.quoted_message(text)]
+    statement the extractor wrote.
+
+    Given ``info``, a statement that holds the gold's common words apart does not say them
+    (:meth:`.Information.together`): "passed away last week, ... a tough time" says nothing of "a few
+    times a week", and is followed, and judged, without them.
+    """
+    found = []
+    for v in index.written(op):
+        if not own and index.is_stored(v):
+            continue
+        for text, tokens in index.pieces(v):
+            if len(tokens) < _MIN_WORDS or index.quoted_message(text):
+                continue
+            if info is not None and info.spread and info.gold.keys() <= tokens and not info.together(text):
+                tokens = tokens - info.gold.keys()
+            found.append(tokens)
+    return found
 
 
 def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset()
@@ -161,7 +175,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
       exact tokens, and a word of the question besides them and its dates: a "3" in a line about another
       thing does not answer "how many turtles"), written from any message: an extractor
       dedupes, speakers repeat; not for a date gold (a month, a year), which every fact of its
-      session holds;
+      session holds, nor a unit from elsewhere dated away from the month the question names
+      (:meth:`.Carrying.dated_otherwise`: another event told in the same words);
     * else the current versions of the units written from the evidence itself that keep one of
       ``op``'s statements (:func:`keeps`: not a unit a decision that read its facts only touched)
       and restate part of the message (:meth:`.Carrying.restates_message`: a fact that keeps
@@ -186,7 +201,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     def unread(variable: str) -> bool:
         return not any(index.tokens(variable) <= held for held in contexts)
 
-    if gold is not None and (found := stating_gold(case, gold, info.exact, asked)):
+    if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked)
+                                       if not carries.dated_otherwise(v)]):
         return found
     speaker = info.exact - info.gold.keys()
     statements = _statements(index, op)
