@@ -112,6 +112,18 @@ def _install_wrappers() -> None:
     wrapt.wrap_function_wrapper = timed_install
 
 
+def _install_sdk() -> None:
+    """Time the SDK calls an instrumentation makes (span start and end, attributes, events, links):
+    within the wrappers' total, what the emission costs; the rest is the instrumentation's own work."""
+    from opentelemetry.sdk import trace as sdk_trace
+
+    for owner, names in ((sdk_trace.Tracer, ("start_span",)),
+                         (sdk_trace.Span, ("end", "add_event", "add_link", "set_attribute", "set_attributes",
+                                           "set_status", "record_exception"))):
+        for name in names:
+            _timed(owner, name, SDK)
+
+
 def _install(top_level: bool = False) -> None:
     _timed(lifecycle.Call, "start", "Call.start (open, span start, begin)")
     _timed(lifecycle.Call, "stop", "Call.stop (end, flush, span end)")
@@ -139,9 +151,15 @@ def _install(top_level: bool = False) -> None:
                 _timed(spec, stage, f"  {spec.__name__}.{stage}")
 
 
-def measure(calls: int, top_level: bool = False, wrappers: bool = False) -> dict[str, dict[str, float]]:
+SDK = "of which SDK calls (span, attributes, events, links)"
+
+
+def measure(calls: int, top_level: bool = False, wrappers: bool = False,
+            sdk: bool = False) -> dict[str, dict[str, float]]:
     if wrappers:
         _install_wrappers()
+        if sdk:
+            _install_sdk()
     else:
         _install(top_level)
     provider = TracerProvider()
@@ -180,10 +198,16 @@ def main() -> int:
                         help="only the top-level timers: the instrumentation's total per call")
     parser.add_argument("--wrappers", action="store_true",
                         help="the total as every wrapper's time less the call it wraps (any code path)")
+    parser.add_argument("--sdk", action="store_true",
+                        help="--wrappers: the SDK calls' part of the total too (the rest: memtrace's own)")
     args = parser.parse_args()
-    result = measure(args.calls, args.top_level, args.wrappers)
+    result = measure(args.calls, args.top_level, args.wrappers, args.sdk)
     if args.top_level or args.wrappers:
-        result = {name: {"total": sum(parts.values()), **parts} for name, parts in result.items()}
+        result = {name: {"total": sum(v for k, v in parts.items() if k != SDK), **parts}
+                  for name, parts in result.items()}
+        for parts in result.values():
+            if SDK in parts:
+                parts["memtrace's own (total less SDK calls)"] = parts["total"] - parts[SDK]
         result["checkout"] = {os.path.dirname(os.path.dirname(memtrace_otel.__file__)): 0.0}
     if args.json:
         print(json.dumps(result, indent=2))

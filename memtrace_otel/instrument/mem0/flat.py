@@ -20,9 +20,12 @@ links go to the ``add`` span, which the SDK locks; the set of linked writers onl
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import random
 import time
+import weakref
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
@@ -40,16 +43,14 @@ from memtrace_otel.instrument.mem0.scope import (
     Role,
     Scope,
     current_scope,
-    reset_scope,
-    set_scope,
     stored_variable,
 )
-from memtrace_otel.instrument.mem0.stages import join_lists
 from memtrace_otel.instrument.operation import describe
 from memtrace_otel.instrument.record_lineage import write_lineage
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.instrument.variables import Variable
 from memtrace_otel.semconv import (
+    STAGE_LIST_SEPARATOR,
     Category,
     GenAI,
     MemTrace,
@@ -71,6 +72,7 @@ _random = random.Random()  # as stages.py: the SDK's RandomIdGenerator's own kin
 _LINK_VARIABLE = MemTraceLink.VARIABLE
 _STAGE = MemTraceEvent.STAGE
 _RETRIEVAL = Category.RETRIEVAL.value
+_SEPARATOR = STAGE_LIST_SEPARATOR
 
 
 class FlatStage:
@@ -135,6 +137,20 @@ class FlatStage:
         self.outputs.append(variable)
         return variable
 
+    def write_own(self, name: str, content: str | None, *, kind: VariableKind) -> Variable:
+        """:meth:`write` of a variable whose name holds this stage's id (its prompt, response, parsed
+        lines): no other write can ever name it, so it is version 1 by construction, and the
+        registry (which exists to version names written again) is neither asked nor filled. It kept
+        the newest version of every name, prompts of several kilobytes included, two of each kind
+        per ``add``: six of the eight names an ``add`` wrote, each a lock, an ordered-dictionary
+        insert and, once the registry is full, an eviction of a name that can be written again."""
+        variable = Variable(name, 1, kind, content, self._context)
+        if content is not None and self._context is not None \
+                and (not self._capture or len(content) > self._limit):
+            self._owner.contents.put(variable.id, content)
+        self.outputs.append(variable)
+        return variable
+
     def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> None:
         """As :meth:`Operation.lineage_metadata`: the record holds ``variable``, written by the add span."""
         write_lineage(metadata, variable.id, variable.producer)
@@ -162,14 +178,23 @@ class FlatStage:
         attributes = self.attributes
         if exc is not None:
             attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
-        described = [v for v in self.inputs if v.producer is None]  # external inputs: described here
+        span = self._host.span
+        # The lineage lists joined here, as they are made (what join_lists does to a stage
+        # operation's lists afterwards): the event's values are the same.
+        limit = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
+        described: list[Variable] = []  # external inputs (no producer): described here
         if self.inputs:
-            attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
+            ids = []
+            for v in self.inputs:
+                ids.append(v.id)
+                if v.producer is None:
+                    described.append(v)
+            attributes[MemTrace.INPUTS] = _joined(ids, limit)
         if self.outputs:
-            attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
+            attributes[MemTrace.OUTPUTS] = _joined([v.id for v in self.outputs], limit)
             described += self.outputs
         if described:
-            attributes[MemTrace.VARIABLES] = [v.descriptor or describe(v) for v in described]
+            attributes[MemTrace.VARIABLES] = _joined([v.descriptor or describe(v) for v in described], limit)
             if self._capture:
                 limit = self._limit
                 attributes[MemTrace.VARIABLE_CONTENTS] = [
@@ -181,7 +206,7 @@ class FlatStage:
                         uploader.submit(v.hash, v.content)
                 attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
         if self.steps:
-            attributes[MemTrace.STEP_NAMES] = list(_LLM_STEPS[:self.steps])
+            attributes[MemTrace.STEP_NAMES] = _joined(list(_LLM_STEPS[:self.steps]), limit)
         if self.storing and self._capture and not self._records_recorded:
             stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
@@ -189,9 +214,20 @@ class FlatStage:
         attributes.update(self._start)
         attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
         attributes[MemTraceStage.START] = self.start
-        span = self._host.span
-        join_lists(attributes, span)
         span.add_event(_STAGE, attributes)
+
+
+def _joined(values: list[str], limit: int | None) -> str | list[str]:
+    """A lineage list as :func:`~.stages.join_lists` leaves it: one string, unless an element holds the
+    separator or the string would pass the span's attribute length limit (then the list itself).
+
+    >>> _joined(["m@1", "f@2"], None), _joined(["a\\nb@1"], None), _joined(["m@1", "f@2"], 4)
+    ('m@1\\nf@2', ['a\\nb@1'], ['m@1', 'f@2'])
+    """
+    joined = _SEPARATOR.join(values)
+    if joined.count(_SEPARATOR) == len(values) - 1 and (limit is None or len(joined) <= limit):
+        return joined
+    return values
 
 
 def _add_scope(instance: Any, component: str) -> Scope | None:
@@ -249,8 +285,8 @@ def _llm_begin(stage: FlatStage, spec: LlmCallSpec, add: Scope, arguments: Kw) -
     # LlmCallSpec.begin, flat: the reads, the prompt, the model.
     for variable in add.sources + add.retrieved if spec.reads_retrieved else add.sources:
         stage.read(variable)
-    stage.write(f"{spec.name}.prompt:{stage.stage_id:016x}", prompt_text(arguments.get("messages")),
-                kind=VariableKind.PROMPT)
+    stage.write_own(f"{spec.name}.prompt:{stage.stage_id:016x}", prompt_text(arguments.get("messages")),
+                    kind=VariableKind.PROMPT)
     stage.steps = 1
     memory = add.memory
     model_name = getattr(getattr(getattr(memory, "llm", None), "config", None), "model", None)
@@ -263,10 +299,10 @@ def _llm_end(stage: FlatStage, spec: LlmCallSpec, add: Scope, result: Any) -> No
     # LlmCallSpec.end, flat: prompt -> response -> parsed lines, the next stage's sources.
     text = result if isinstance(result, str) else json.dumps(result, default=str)
     stage_id = f"{stage.stage_id:016x}"
-    stage.write(f"{spec.name}.response:{stage_id}", text, kind=VariableKind.RESPONSE)
+    stage.write_own(f"{spec.name}.response:{stage_id}", text, kind=VariableKind.RESPONSE)
     stage.steps = 2
     lines = spec.parse(result)
-    parsed = stage.write(f"{spec.output}:{stage_id}", "\n".join(lines), kind=VariableKind.FACTS)
+    parsed = stage.write_own(f"{spec.output}:{stage_id}", "\n".join(lines), kind=VariableKind.FACTS)
     stage.steps = 3
     stage.attributes[MemTrace.OPERATION_OUTCOME] = f"{len(lines)} {spec.output.rsplit('.', 1)[-1]}"
     add.sources = [parsed]
@@ -321,16 +357,28 @@ def _search_end(stage: FlatStage, add: Scope, arguments: Kw, result: Any) -> Non
 
 def flat_batch_insert(tracer: MemoryTracer, spec: MethodSpec,
                       function: Callable[..., Any]) -> Callable[[Callable[..., Any], Scope, Args, Kw], Any]:
-    """2.x ``add`` inserting its new memories in one batch: one write stage (``BatchCreateSpec``, flat)."""
+    """An insert into the store of a traced ``add``: one write stage (``BatchCreateSpec``, flat).
+
+    2.x's batch of new memories reads every source of the ``add``; the insert of a
+    ``_create_memory`` (1.x's decisions, an ``add`` without inference) is its one record, which reads
+    the sources its text is, else all of them (``CreateSpec.begin``)."""
     bind = Binder.of(function)
+    starts = _StartAttributes(tracer, spec)
 
     def insert(wrapped: Callable[..., Any], add: Scope, args: Args, kwargs: Kw) -> Any:
         if not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
         try:
             arguments = bind(args, kwargs)
-            stage = _write_stage(tracer, spec, add, add.memory, arguments)
-            for variable in add.sources:
+            stage = FlatStage(tracer, add, spec.name, spec.category.value, starts(add.memory, arguments),
+                              storing=True)
+            sources = add.sources
+            if _creating.get():
+                payloads = arguments.get("payloads")
+                data = payloads[0].get("data") if isinstance(payloads, list) and len(payloads) == 1 \
+                    and isinstance(payloads[0], dict) else None
+                sources = [v for v in sources if v.content == data] or sources
+            for variable in sources:
                 stage.read(variable)
             write_records(stage, arguments)  # the lineage goes into the payloads before they are stored
         except Exception as exc:
@@ -341,57 +389,56 @@ def flat_batch_insert(tracer: MemoryTracer, spec: MethodSpec,
     return insert
 
 
+_creating: contextvars.ContextVar[bool] = contextvars.ContextVar("memtrace_mem0_creating", default=False)
+"""Inside a ``_create_memory`` of a traced ``add``: its insert is that record's write stage."""
+
+
 def flat_create_wrapper(tracer: MemoryTracer, spec: MethodSpec, function: Callable[..., Any],
                         generic: Wrapper) -> Wrapper:
-    """1.x ``_create_memory`` inside a traced ``add``: a write stage (``CreateSpec``, flat) whose insert
-    writes through it (``Scope.writer``); anywhere else, ``generic`` (its own span)."""
-    bind = Binder.of(function)
+    """``_create_memory`` inside a traced ``add``: passed through, its insert recording the write stage
+    (:func:`flat_batch_insert`: one wrapper on the write instead of two, no scope of its own); anywhere
+    else, ``generic`` (its own span).
+
+    The stage's record id is the insert's (mem0 returns the id it inserted under); it starts at the
+    insert and ends when the insert returns, rather than around the whole call (which then writes
+    mem0's history row: not the record's lineage)."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Args, kwargs: Kw) -> Any:
         add = current_scope()
         if add is None or add.role is not Role.ADD:
             return generic(wrapped, instance, args, kwargs)
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
+        token = _creating.set(True)
         try:
-            arguments = bind(args, kwargs)
-            if spec.hooks is not None:
-                spec.hooks.ensure(instance)
-            stage = _write_stage(tracer, spec, add, instance, arguments)
-            # CreateSpec.begin: the sources the record's text is (a decision's), else all of them.
-            data = arguments.get("data")
-            sources = [v for v in add.sources if v.content == data] or list(add.sources)
-            for variable in sources:
-                stage.read(variable)
-            scope = Scope(instance, add.op, Role.CREATE, registry=tracer.registry, sources=sources,
-                          writer=stage)
-            token = set_scope(scope)
-        except Exception as exc:
-            warn_once(f"{spec.name} start", exc)
             return wrapped(*args, **kwargs)
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            reset_scope(token)
-            _guarded(f"{spec.name} end", stage.finish, exc)
-            raise
-        reset_scope(token)
-        if isinstance(result, str):  # CreateSpec.end: the id mem0 gave the record
-            _guarded(f"{spec.name} end", _record_id, stage, result)
-        _guarded(f"{spec.name} end", stage.finish, None)
-        return result
+        finally:
+            _creating.reset(token)
 
     return wrapper
 
 
-def _write_stage(tracer: MemoryTracer, spec: MethodSpec, add: Scope, memory: Any, arguments: Kw) -> FlatStage:
-    gen_ai = spec.gen_ai_operation(arguments)
-    return FlatStage(tracer, add, spec.name, spec.category.value,
-                     spec.start_attributes(tracer, memory, gen_ai, arguments), storing=True)
+class _StartAttributes:
+    """The start attributes of a write stage (``MethodSpec.start_attributes``: the GenAI memory-client
+    attributes its span would start with), made once per memory and reused: they depend only on the
+    memory's store and server, which mem0 fixes when it builds the memory, and on no argument of an
+    insert (a create names no record id before it runs). Making them built a whole operation per write.
+    """
 
+    __slots__ = ("_made", "_spec", "_tracer")
 
-def _record_id(stage: FlatStage, record_id: str) -> None:
-    stage.record_memory(record_id=record_id)
+    def __init__(self, tracer: MemoryTracer, spec: MethodSpec) -> None:
+        self._tracer, self._spec = tracer, spec
+        self._made: tuple[weakref.ref[Any], dict[str, Any]] | None = None
+        """The memory they were made for and the attributes, swapped as one (threads read it unlocked)."""
+
+    def __call__(self, memory: Any, arguments: Kw) -> dict[str, Any]:
+        made = self._made
+        if made is not None and made[0]() is memory:
+            return made[1]
+        spec = self._spec
+        attributes = spec.start_attributes(self._tracer, memory, spec.gen_ai_operation(arguments), arguments)
+        with contextlib.suppress(TypeError):  # not weakly referable: made each time
+            self._made = (weakref.ref(memory), attributes)
+        return attributes
 
 
 def _nothing(result: Any) -> None:
