@@ -371,3 +371,32 @@ def test_a_remote_store_is_the_server(memory: Any) -> None:
     assert server_of(configured(url="https://vectors.example.com:7000", api_key="k")) == (
         "vectors.example.com", 7000)
     assert server_of(memory) == (None, None)
+
+
+def test_stage_variables_stay_out_of_the_registry(instrumented: Any, memory: Any, llm_server: Any,
+                                                  span_exporter: InMemorySpanExporter) -> None:
+    # A stage's prompt, response and parsed lines are named by its stage id: version 1, never written
+    # again, so the version registry (bounded, for names written again) does not keep them.
+    record = add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    own = [v for stage in stages_of(add).values() for event in stage
+           for v in event.get(MemTrace.OUTPUTS, ()) if not v.startswith(("mem0:", "msg:"))]
+    assert own and all(v.endswith("@1") for v in own)
+    registry = instrumented.memory_tracer.registry
+    assert all(registry.latest(v.rsplit("@", 1)[0]) is None for v in own)
+    assert registry.latest(f"mem0:{record}").id == f"mem0:{record}@1"
+
+
+def test_add_without_inference_writes_each_record_from_its_message(
+        instrumented: Any, memory: Any, span_exporter: InMemorySpanExporter) -> None:
+    messages = [{"role": "user", "content": "I moved to Lisbon."},
+                {"role": "user", "content": "I have a dog called Pepper."}]
+    memory.add(messages, user_id=USER, infer=False)
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    creates = stages_of(add)["mem0.create"]
+    assert len(creates) == 2
+    # Each record's write stage reads the one message its text is, not both (CreateSpec.begin's rule).
+    read = [create[MemTrace.INPUTS] for create in creates]
+    assert all(len(inputs) == 1 for inputs in read) and read[0] != read[1]
+    assert {create[GenAI.MEMORY_RECORD_ID] for create in creates} == {
+        r["id"] for r in memory.get_all(**scope(user_id=USER))["results"]}
