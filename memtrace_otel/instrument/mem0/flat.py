@@ -30,6 +30,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import SpanContext
 
 from memtrace_otel.instrument.genai import (
     RetrievedRecord,
@@ -83,15 +84,22 @@ class FlatStage:
     span), without an operation's state; :meth:`finish` adds the event.
     """
 
-    __slots__ = ("_capture", "_context", "_host", "_limit", "_linked", "_owner", "_records_recorded",
-                 "_start", "attributes", "inputs", "outputs", "stage_id", "start", "steps", "storing")
+    __slots__ = ("_add", "_capture", "_context", "_end", "_host", "_limit", "_linked", "_links", "_llm",
+                 "_owner", "_records_recorded", "_start", "attributes", "inputs", "outputs", "stage_id",
+                 "start", "steps", "storing")
 
     def __init__(self, tracer: MemoryTracer, add: Scope, name: str, category: str,
                  start: dict[str, Any] | None = None, *, storing: bool = False) -> None:
         # ``start``: the start attributes the stage's span would have had (a write's GenAI
         # memory-client attributes, ``MemoryTracer.operation``'s); by default its category and name.
         host = add.op
-        self._owner, self._host = tracer, host
+        self._owner, self._host, self._add = tracer, host, add
+        self._end = 0
+        self._links: list[tuple[SpanContext, str]] | None = None
+        """The writers this stage links the ``add`` span to, linked when its event is added."""
+        self._llm: tuple[str, Any, Any] | None = None
+        """An LLM stage: its name, the messages sent and the response, made into its prompt and
+        response variables when its event is added (nothing reads them before)."""
         self._start = start if start is not None else {MemTrace.OPERATION_CATEGORY: category,
                                                        MemTrace.OPERATION_NAME: name}
         self.storing = storing
@@ -124,8 +132,11 @@ class FlatStage:
         producer = variable.producer
         if producer is not None and self._context is not None and producer.span_id not in self._linked \
                 and producer.is_valid:
-            self._linked.add(producer.span_id)
-            self._host.span.add_link(producer, {_LINK_VARIABLE: variable.id})
+            self._linked.add(producer.span_id)  # decided now: a writer is linked once per add
+            if self._links is None:
+                self._links = [(producer, variable.id)]
+            else:
+                self._links.append((producer, variable.id))
         return variable
 
     def write(self, name: str, content: str | None, *, kind: VariableKind) -> Variable:
@@ -138,6 +149,11 @@ class FlatStage:
         return variable
 
     def write_own(self, name: str, content: str | None, *, kind: VariableKind) -> Variable:
+        variable = self._own(name, content, kind)
+        self.outputs.append(variable)
+        return variable
+
+    def _own(self, name: str, content: str | None, kind: VariableKind) -> Variable:
         """:meth:`write` of a variable whose name holds this stage's id (its prompt, response, parsed
         lines): no other write can ever name it, so it is version 1 by construction, and the
         registry (which exists to version names written again) is neither asked nor filled. It kept
@@ -148,7 +164,6 @@ class FlatStage:
         if content is not None and self._context is not None \
                 and (not self._capture or len(content) > self._limit):
             self._owner.contents.put(variable.id, content)
-        self.outputs.append(variable)
         return variable
 
     def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> None:
@@ -172,13 +187,40 @@ class FlatStage:
             attributes.update(stored_records_attributes(records, capture=self._capture, limit=self._limit))
 
     def finish(self, exc: BaseException | None) -> None:
-        """The stage's ``memtrace.stage`` event on the ``add`` span (nothing when it is not recording)."""
+        """The stage ended: its event is due (nothing when the ``add`` is not recording).
+
+        The event is built and added when the ``add`` ends, or before another of its stages that
+        is not flat starts (:func:`~.lifecycle.emit_stages`: the events keep the order the stages
+        ended in), with the time the stage ended; until then the stage waits on the ``add``'s scope.
+        Built here, between mem0's own steps, each event paid for code and data mem0 had pushed out
+        of the processor's caches; built together, the second and later find them warm. Nothing is
+        left out: the same attributes, the same event, at the same time."""
         if self._context is None:
             return
-        attributes = self.attributes
         if exc is not None:
-            attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
+            self.attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
+        self._end = time.time_ns()
+        add = self._add
+        if add.pending is None:
+            add.pending = [self]
+        else:
+            add.pending.append(self)
+
+    def emit(self) -> None:
+        """The stage's ``memtrace.stage`` event on the ``add`` span, at the time the stage ended."""
+        attributes = self.attributes
         span = self._host.span
+        links = self._links
+        for producer, variable_id in links or ():
+            span.add_link(producer, {_LINK_VARIABLE: variable_id})
+        if self._llm is not None:  # the prompt and the response, before the parsed lines
+            name, messages, result = self._llm
+            stage_id = f"{self.stage_id:016x}"
+            own = [self._own(f"{name}.prompt:{stage_id}", prompt_text(messages), VariableKind.PROMPT)]
+            if self.steps >= 2:
+                text = result if isinstance(result, str) else json.dumps(result, default=str)
+                own.append(self._own(f"{name}.response:{stage_id}", text, VariableKind.RESPONSE))
+            self.outputs[:0] = own
         # The lineage lists joined here, as they are made (what join_lists does to a stage
         # operation's lists afterwards): the event's values are the same.
         limit = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
@@ -196,9 +238,9 @@ class FlatStage:
         if described:
             attributes[MemTrace.VARIABLES] = _joined([v.descriptor or describe(v) for v in described], limit)
             if self._capture:
-                limit = self._limit
+                chars = self._limit
                 attributes[MemTrace.VARIABLE_CONTENTS] = [
-                    "" if v.content is None else v.content[:limit] for v in described]
+                    "" if v.content is None else v.content[:chars] for v in described]
             uploader = self._owner.uploader
             if uploader is not None:
                 for v in described:  # as Operation's flush: a tombstone needs nothing stored
@@ -214,7 +256,7 @@ class FlatStage:
         attributes.update(self._start)
         attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
         attributes[MemTraceStage.START] = self.start
-        span.add_event(_STAGE, attributes)
+        span.add_event(_STAGE, attributes, timestamp=self._end)
 
 
 def _joined(values: list[str], limit: int | None) -> str | list[str]:
@@ -282,11 +324,10 @@ def flat_llm_wrapper(tracer: MemoryTracer, specs: tuple[LlmCallSpec, ...],
 
 
 def _llm_begin(stage: FlatStage, spec: LlmCallSpec, add: Scope, arguments: Kw) -> None:
-    # LlmCallSpec.begin, flat: the reads, the prompt, the model.
+    # LlmCallSpec.begin, flat: the reads, the prompt (made with the event), the model.
     for variable in add.sources + add.retrieved if spec.reads_retrieved else add.sources:
         stage.read(variable)
-    stage.write_own(f"{spec.name}.prompt:{stage.stage_id:016x}", prompt_text(arguments.get("messages")),
-                    kind=VariableKind.PROMPT)
+    stage._llm = (spec.name, arguments.get("messages"), None)
     stage.steps = 1
     memory = add.memory
     model_name = getattr(getattr(getattr(memory, "llm", None), "config", None), "model", None)
@@ -296,13 +337,13 @@ def _llm_begin(stage: FlatStage, spec: LlmCallSpec, add: Scope, arguments: Kw) -
 
 
 def _llm_end(stage: FlatStage, spec: LlmCallSpec, add: Scope, result: Any) -> None:
-    # LlmCallSpec.end, flat: prompt -> response -> parsed lines, the next stage's sources.
-    text = result if isinstance(result, str) else json.dumps(result, default=str)
-    stage_id = f"{stage.stage_id:016x}"
-    stage.write_own(f"{spec.name}.response:{stage_id}", text, kind=VariableKind.RESPONSE)
+    # LlmCallSpec.end, flat: prompt -> response (both made with the event) -> parsed lines, now: the
+    # next stage's sources.
+    stage._llm = (spec.name, stage._llm[1] if stage._llm else None, result)
     stage.steps = 2
     lines = spec.parse(result)
-    parsed = stage.write_own(f"{spec.output}:{stage_id}", "\n".join(lines), kind=VariableKind.FACTS)
+    parsed = stage.write_own(f"{spec.output}:{stage.stage_id:016x}", "\n".join(lines),
+                             kind=VariableKind.FACTS)
     stage.steps = 3
     stage.attributes[MemTrace.OPERATION_OUTCOME] = f"{len(lines)} {spec.output.rsplit('.', 1)[-1]}"
     add.sources = [parsed]

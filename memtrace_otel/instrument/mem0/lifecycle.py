@@ -30,7 +30,8 @@ from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
-__all__ = ["Binder", "Call", "MethodSpec", "propagate_context", "server_of", "unwrap_own", "wrapper_for"]
+__all__ = ["Binder", "Call", "MethodSpec", "emit_stages", "propagate_context", "server_of", "unwrap_own",
+           "wrapper_for"]
 
 _logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -91,6 +92,8 @@ class MethodSpec:
         gen_ai = self.gen_ai_operation(arguments)
         op: Operation
         if self.as_event and parent is not None and parent.role is Role.ADD:
+            if parent.pending:  # the flat stages that ended before this one first: events in order
+                emit_stages(parent)
             if parent.stage_links is None:
                 parent.stage_links = set()
             attributes = None
@@ -288,6 +291,8 @@ class Call:
         if self._finished:
             return
         self._finished = True
+        if self.scope.pending:  # an add's flat stages: their events before its span ends
+            emit_stages(self.scope)
         try:
             if self._token is not None:
                 reset_scope(self._token)
@@ -295,6 +300,16 @@ class Call:
             pass  # finished in another context than it started (a generator-like caller): keep going
         finally:
             self.scope.op.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+
+def emit_stages(scope: Scope) -> None:
+    """Add the events of the flat stages of ``scope`` (an ``add``) that ended, in the order they ended."""
+    pending, scope.pending = scope.pending, None
+    for stage in pending or ():
+        try:
+            stage.emit()
+        except Exception as exc:  # the instrumentation's fault must not become the application's
+            warn_once("mem0 stage event", exc)
 
 
 def wrapper_for(tracer: MemoryTracer, spec: MethodSpec, function: Callable[..., Any]) -> Wrapper:

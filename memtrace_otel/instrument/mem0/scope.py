@@ -28,8 +28,8 @@ from memtrace_otel.instrument.variables import Variable, VariableRegistry
 from memtrace_otel.semconv import RecordMetadata, VariableKind
 from memtrace_otel.wire import parse_variable_id
 
-__all__ = ["RecordWriter", "Role", "Scope", "current_scope", "message_name", "record_name", "record_variable",
-           "stored_variable", "text_hash"]
+__all__ = ["PendingStage", "RecordWriter", "Role", "Scope", "current_scope", "message_name", "record_name",
+           "record_variable", "stored_variable", "text_hash"]
 
 
 class Role(Enum):
@@ -52,6 +52,12 @@ class RecordWriter(Protocol):
 
     def record_memory(self, *, record_id: str | None = None, count: int | None = None,
                       records: Sequence[RetrievedRecord | Variable] | None = None) -> None: ...
+
+
+class PendingStage(Protocol):
+    """A flat stage of ``add`` that ended (``flat.FlatStage``): its event is added by :meth:`emit`."""
+
+    def emit(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -80,6 +86,8 @@ class Scope:
     writer: RecordWriter | None = None
     """A create recorded as a flat stage of ``add`` (``flat.py``): what its inserts write through,
     instead of ``op`` (which is then the ``add``'s own)."""
+    pending: list[PendingStage] | None = None
+    """``add``: its flat stages that ended and whose events are not added yet (``lifecycle.emit_stages``)."""
 
 
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("memtrace_mem0_scope", default=None)
