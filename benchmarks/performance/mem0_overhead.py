@@ -304,19 +304,21 @@ FLOOR = "floor (SDK alone)"
 
 
 def _against_floor(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """memtrace and loongsuite against the floor, per method: each round's arms ran one after another,
-    so a round's difference and ratio are paired; medians over the rounds."""
+    """memtrace (and the code before, ``--before``) and loongsuite against the floor, per method: each
+    round's arms ran one after another, so a round's difference and ratio are paired; medians over the
+    rounds."""
     result: dict[str, dict[str, float]] = {}
     for name in ("add", "search"):
         row: dict[str, float] = {}
-        for label in ("memtrace", "loongsuite"):
+        for label in ("memtrace", "memtrace, before", "loongsuite"):
             if label not in runs:
                 continue
             pairs = [(r[name]["cpu_added_ms"], f[name]["cpu_added_ms"])
                      for r, f in zip(runs[label], runs[FLOOR], strict=True)]
-            row[f"{label}_minus_floor_ms"] = statistics.median(a - f for a, f in pairs)
+            key = label.replace(", ", "_")  # "memtrace, before" -> memtrace_before_minus_floor_ms
+            row[f"{key}_minus_floor_ms"] = statistics.median(a - f for a, f in pairs)
             ratios = [a / f for a, f in pairs if f > 0]
-            row[f"{label}_over_floor"] = statistics.median(ratios) if ratios else float("nan")
+            row[f"{key}_over_floor"] = statistics.median(ratios) if ratios else float("nan")
         result[name] = row
     return result
 

@@ -11,8 +11,11 @@ chain rule), and a search reads the sources its query matches and writes nothing
 :class:`FlatStage`: plain lists filled while mem0 runs, and one ``memtrace.stage`` event built at
 its end with its lists joined once. What the event holds, and what the version registry, the
 in-process contents and the links receive, is exactly what the generic path wrote
-(``tests/mem0/test_mem0_stage_shape.py`` builds both shapes' graphs on the real mem0; the records
-an ``add`` writes keep the generic path, which their update and delete semantics need).
+(``tests/mem0/test_mem0_stage_shape.py`` builds both shapes' graphs on the real mem0). The records
+an ``add`` inserts are a flat write stage too (:func:`flat_batch_insert`: 2.x's batch, and the insert
+of each ``_create_memory``, which itself passes through); its updates and deletes keep the generic
+path, which their semantics need. A flat stage's event is made when the ``add`` ends
+(:meth:`FlatStage.finish`), all of them together.
 
 Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event and the
 links go to the ``add`` span, which the SDK locks; the set of linked writers only grows.
@@ -149,17 +152,19 @@ class FlatStage:
         return variable
 
     def write_own(self, name: str, content: str | None, *, kind: VariableKind) -> Variable:
+        """:meth:`write` of a variable whose name holds this stage's id (its prompt, response, parsed
+        lines): no other write can ever name it, so it is version 1 by construction, and the
+        registry (which exists to version names written again) is neither asked nor filled. It kept
+        the newest version of every name, prompts of several kilobytes included, two of each kind
+        per LLM stage: on 1.x six of the eight names an ``add`` wrote, each a lock, an ordered-dictionary
+        insert and, once the registry is full, an eviction of a name that can be written again."""
         variable = self._own(name, content, kind)
         self.outputs.append(variable)
         return variable
 
     def _own(self, name: str, content: str | None, kind: VariableKind) -> Variable:
-        """:meth:`write` of a variable whose name holds this stage's id (its prompt, response, parsed
-        lines): no other write can ever name it, so it is version 1 by construction, and the
-        registry (which exists to version names written again) is neither asked nor filled. It kept
-        the newest version of every name, prompts of several kilobytes included, two of each kind
-        per ``add``: six of the eight names an ``add`` wrote, each a lock, an ordered-dictionary
-        insert and, once the registry is full, an eviction of a name that can be written again."""
+        """The variable :meth:`write_own` writes, not yet among the outputs (the prompt and response
+        of an LLM stage are put before its parsed lines when its event is made)."""
         variable = Variable(name, 1, kind, content, self._context)
         if content is not None and self._context is not None \
                 and (not self._capture or len(content) > self._limit):

@@ -157,7 +157,7 @@ def _insert_wrapper(tracer: MemoryTracer, function: Callable[..., Any], as_event
                 return flat_batch(wrapped, scope, args, kwargs)
             return batch(wrapped, instance, args, kwargs)
         if scope.role is Role.CREATE:
-            _guarded("insert", write_records, scope.writer or scope.op, bind(args, kwargs))
+            _guarded("insert", write_records, scope.op, bind(args, kwargs))
         return wrapped(*args, **kwargs)
 
     return wrapper

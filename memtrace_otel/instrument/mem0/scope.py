@@ -83,9 +83,6 @@ class Scope:
     """A search's context variable (``methods.context_name`` of its query and scope)."""
     stage_links: set[int] | None = None
     """``add``: span ids of the writers its stage events linked (one link per writer on its span)."""
-    writer: RecordWriter | None = None
-    """A create recorded as a flat stage of ``add`` (``flat.py``): what its inserts write through,
-    instead of ``op`` (which is then the ``add``'s own)."""
     pending: list[PendingStage] | None = None
     """``add``: its flat stages that ended and whose events are not added yet (``lifecycle.emit_stages``)."""
 
