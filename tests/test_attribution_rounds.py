@@ -1251,3 +1251,39 @@ def test_a_plural_gold_the_message_says_in_the_singular_is_found_in_it(tracer_pr
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["extract D16:3"], ErrorType.EXTRACTION), \
         verdict.explanation
+
+
+def _two_books(provider: TracerProvider, gold: str) -> _Mem0:
+    """Two evidence messages each hold a part of the answer: one names "Charlotte's Web", the other is a
+    photo of a book whose title only the picture shows (its unit says no word of the gold). The search
+    returned the first's unit and passed over the second's, alive in the store."""
+    system = _Mem0(provider)
+    system.add("D6:10", "[6 July 2023] Melanie: I loved reading \"Charlotte's Web\" as a kid.",
+               "Melanie loved reading \"Charlotte's Web\" as a kid (6 July 2023).")
+    system.add("D7:8", "[12 July 2023] Melanie: This book I read last year reminds me to always pursue my "
+               "dreams!", "Melanie read a book last year that reminds her to always pursue her dreams "
+               "(12 July 2023).")
+    system.add("D7:9", "[12 July 2023] Melanie: My kids loved the beach trip.",
+               "Melanie's kids loved the beach trip (12 July 2023).")
+    system.ask("What books has Melanie read?", gold, ["D7:8", "D6:10"], ["D7:9", "D6:10"])
+    return system
+
+
+def test_a_reader_whose_context_lacks_part_of_the_gold_yields_to_the_search_that_missed_the_other_part(
+        tracer_provider, span_exporter):
+    """The context holds the first part of the gold, not the second: the reader had a part, not the
+    answer, and the search that passed over the unit of the second evidence message lost the rest,
+    though nothing of that unit says the gold's words."""
+    system = _two_books(tracer_provider, "\"Nothing is Impossible\", \"Charlotte's Web\"")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL), \
+        verdict.explanation
+
+
+def test_a_reader_whose_context_holds_every_gold_word_is_to_blame_whatever_another_message_lost(
+        tracer_provider, span_exporter):
+    """The same history with the gold the context holds whole: the reader had the answer."""
+    system = _two_books(tracer_provider, "Charlotte's Web")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE), \
+        verdict.explanation

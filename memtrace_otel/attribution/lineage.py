@@ -812,7 +812,8 @@ def _is_question(sentence: str) -> bool:
 
 
 def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None = None) -> Verdict | None:
-    """One verdict of the per-evidence ones: grounded, non-response, earliest, suspicious first.
+    """One verdict of the per-evidence ones: grounded (with the losses of a part the reader's context
+    lacks: :func:`_missed_parts`), non-response, earliest, suspicious first.
 
     Each evidence message's verdict names an operation that lost part of
     what the answer needed; MemTrace's rule takes the earliest faulty one
@@ -822,6 +823,8 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     if not verdicts:
         return None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
+    if gold is not None:
+        pool = pool + _missed_parts(case.index, verdicts, pool, gold)
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
     pool = [v for v in pool if not v.asked] or pool
     pool = [v for v in pool if not v.elsewhere] or pool
@@ -834,6 +837,26 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     best.confidence *= 0.8
     best.alternatives = [op for op in operations if op != best.operation]
     return best
+
+
+def _missed_parts(index: GraphIndex, verdicts: list[Verdict], pool: list[Verdict], gold: Information
+                  ) -> list[Verdict]:
+    """The verdicts left out of ``pool`` that blame a loss before the reader, when every verdict of
+    ``pool`` blames the reader for a context that lacks some of the gold's words.
+
+    With several evidence messages each may hold a part of the answer ("Charlotte's Web" in one,
+    "Nothing is Impossible" in another, or only in its photo). A context holding one part shows the
+    reader had that part, not the answer; another evidence message whose fact was lost before the
+    reader (its unit stored but not retrieved, say) kept the rest from it, though that message's
+    verdict is not grounded in the gold's words (it says its part in other words, or not at all).
+    A context holding every gold word leaves the reader to blame, whatever another message lost.
+    """
+    if not gold.gold or any(v.error_type is not ErrorType.RESPONSE or v.carrier is None for v in pool):
+        return []
+    had = frozenset().union(*(index.tokens(v.carrier) for v in pool if v.carrier is not None))
+    if gold.gold.keys() <= had:
+        return []
+    return [v for v in verdicts if v not in pool and v.error_type is not ErrorType.RESPONSE]
 
 
 def _held_meanwhile(index: GraphIndex, verdict: Verdict, pool: list[Verdict], gold: Information) -> bool:
