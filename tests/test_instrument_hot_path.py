@@ -113,3 +113,29 @@ def test_the_content_hash_is_blake2b_of_the_text_as_utf8_with_lone_surrogates_re
         assert content_hash(text) == expected
         assert describe(Variable("v", 1, VariableKind.OTHER, text)).split(" ")[2] == expected
     assert content_hash("hello") != content_hash("hello ") and len(content_hash("hello")) == 16
+
+
+def test_a_version_is_kept_by_reference_and_read_back_under_its_id() -> None:
+    # put_version keeps the name, the version (as a machine integer) and the text it was given, and makes
+    # the id only when read; plain keys and versions interleave in write order and share one bound.
+    store = InProcessContents(3)
+    name, text = "mem:7", "User adopted a dog"
+    store.put_version(name, 1, text)
+    store.put("e:answer", "an answer")
+    store.put_version(name, 2, "User adopted two dogs")
+    assert all(held is name or held == "e:answer" for held in store._names if held is not None)
+    assert store.get("mem:7@1") is text and store.get("e:answer") == "an answer"
+    store.put_version(name, 3, "changed")  # after a read: the oldest (mem:7@1) goes at once
+    assert len(store._queued) + len(store._items) <= 3
+    assert [store.get(k) for k in ("mem:7@1", "e:answer", "mem:7@2", "mem:7@3")] == [
+        None, "an answer", "User adopted two dogs", "changed"]
+    huge = 1 << 70  # a version from a record's metadata no 64-bit slot holds: kept under its id all the same
+    store.put_version("mem:8", huge, "far ahead")
+    assert store.get(f"mem:8@{huge}") == "far ahead"
+
+
+def test_writes_keep_contents_under_the_ids_spans_name() -> None:
+    mt, _ = _run(capture=False)
+    ids = ["question@1", "mem:short@1", "mem:long@1", "mem:short@2"]
+    assert [mt.contents.get(v) for v in ids] == ["a question read", "short", "longer than ten", "changed"]
+    assert len(mt.contents) == 4

@@ -264,7 +264,7 @@ class Operation:
         # _output, inlined: every traced write comes here.
         if content is not None and self._recording and (not owner.capture_content
                                                         or len(content) > owner.content_max_chars):
-            owner.contents.put(variable.id, content)
+            owner.contents.put_version(name, variable.version, content)  # by reference: no id string kept
         self.outputs.append(variable)
         return variable
 
@@ -512,12 +512,12 @@ class Operation:
         content, owner = variable.content, self._owner
         if content is not None and self._recording and (not owner.capture_content
                                                         or len(content) > owner.content_max_chars):
-            owner.contents.put(variable.id, content)
+            owner.contents.put_version(variable.name, variable.version, content)
         self.outputs.append(variable)
 
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:
-            self._owner.contents.put(variable.id, variable.content)
+            self._owner.contents.put_version(variable.name, variable.version, variable.content)
 
     def _truncate(self, text: str) -> str:
         limit = self._owner.content_max_chars

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import zlib
 from array import array
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
@@ -20,6 +20,8 @@ from memtrace_otel.wire import content_hash
 
 __all__ = ["InProcessContents", "Variable", "VariableRegistry"]
 
+_KEY = -(1 << 63)
+"""The version slot of a content kept under a plain key (``InProcessContents.put``): no variable's."""
 _MAX_SLOTS = 1 << 16
 """High-water slots of the version registry: 512 KiB of marks at most."""
 
@@ -244,48 +246,89 @@ class InProcessContents:
     limit (and every content read or judged) are kept here.
 
     Every traced write puts its content here, and the contents are read only when a failure is
-    attributed in process: :meth:`put` only appends to a bounded queue (one atomic
-    ``deque.append``, no lock), and the first read after it moves what is queued into the map in
-    write order. The map and the queue together never hold more than ``max_items``: once a read
-    has filled the map, a put that would go over moves the queue in (and the oldest out) at once.
-    Thread-safe: appends are atomic; moving the queue into the map holds one lock.
+    attributed in process. So a write keeps only references, in a ring of ``max_items`` slots
+    allocated once: the text it was given (the application's own string), and for a variable
+    its name and version (:meth:`put_version`; the version as a machine integer, in an array),
+    not its id: a write allocates nothing that outlives it. (Keeping a new object per write alive
+    for 50,000 writes, an id string and a tuple, made the garbage collector and the allocator of
+    every later operation slower: issue 28.) The first read after a write moves the ring into
+    the map in write order, making the ids then. What it keeps and drops is what a map filled by
+    every write would: the map and the ring together never hold more than ``max_items``: once a
+    read has filled the map, a write that would go over moves the ring in (and the oldest out)
+    at once. Thread-safe: one lock, held for a few stores per write.
     """
 
     def __init__(self, max_items: int = 50_000) -> None:
         if max_items < 0:
             raise ValueError("max_items must be >= 0")
         self._items: OrderedDict[str, str] = OrderedDict()
-        self._queued: deque[tuple[str, str]] = deque(maxlen=max_items)
         self._max_items = max_items
+        # The ring: slot ``i % max_items`` of write ``i``. A version of _KEY means the name is the
+        # whole key (``put``); the slots of the settled writes are cleared (no reference kept twice).
+        self._names: list[str | None] = [None] * max_items
+        self._versions = array("q", bytes(8 * max_items))
+        self._contents: list[str | None] = [None] * max_items
+        self._written = 0
+        """Writes so far; the ring holds writes ``max(_settled, _written - max_items)`` up to here."""
+        self._settled = 0
+        """Writes moved into the map so far."""
         self._lock = threading.Lock()
 
     def put(self, variable_id: str, content: str) -> None:
-        queued = self._queued
-        queued.append((variable_id, content))  # maxlen 0 keeps nothing
-        # Until a read fills the map, the queue's own bound is the store's; after it, the two together.
-        if self._items and len(queued) + len(self._items) > self._max_items:
-            with self._lock:
+        """Keep ``content`` under ``variable_id`` (any key: a variable id, a verdict text's key)."""
+        self.put_version(variable_id, _KEY, content)
+
+    def put_version(self, name: str, version: int, content: str) -> None:
+        """Keep ``content`` under the id ``name@version`` (:attr:`Variable.id`), made only when read."""
+        with self._lock:
+            max_items = self._max_items
+            if not max_items:
+                return
+            written = self._written
+            slot = written % max_items
+            try:
+                self._versions[slot] = version
+            except OverflowError:  # a version no machine integer holds (from a record's metadata)
+                name, self._versions[slot] = f"{name}@{version}", _KEY
+            self._names[slot] = name
+            self._contents[slot] = content
+            self._written = written = written + 1
+            # Until a read fills the map, the ring's own bound is the store's; after it, the two together.
+            items = self._items
+            if items and min(written - self._settled, max_items) + len(items) > max_items:
                 self._settle()
 
     def get(self, variable_id: str) -> str | None:
         with self._lock:
-            if self._queued:
+            if self._written != self._settled:
                 self._settle()
             return self._items.get(variable_id)
 
     def __len__(self) -> int:
         with self._lock:
-            if self._queued:
+            if self._written != self._settled:
                 self._settle()
             return len(self._items)
 
+    @property
+    def _queued(self) -> range:
+        """The writes not yet moved into the map (what the ring holds beside it)."""
+        return range(max(self._settled, self._written - self._max_items), self._written)
+
     def _settle(self) -> None:
-        # Under the lock: the queue into the map, oldest first, as put() would have stored them.
-        items, queued, max_items = self._items, self._queued, self._max_items
-        while queued:
-            variable_id, content = queued.popleft()
-            items[variable_id] = content
-            items.move_to_end(variable_id)
+        # Under the lock: the ring into the map, oldest first, as a map written by every put would hold them.
+        items, names, versions, contents = self._items, self._names, self._versions, self._contents
+        max_items = self._max_items
+        for position in range(max(self._settled, self._written - max_items), self._written):
+            slot = position % max_items
+            name, version, content = names[slot], versions[slot], contents[slot]
+            names[slot] = contents[slot] = None
+            if name is None or content is None:  # never: every position in range was written
+                continue
+            key = name if version == _KEY else f"{name}@{version}"
+            items[key] = content
+            items.move_to_end(key)
+        self._settled = self._written
         while len(items) > max_items:
             items.popitem(last=False)
 
