@@ -132,6 +132,9 @@ def test_a_version_is_kept_by_reference_and_read_back_under_its_id() -> None:
     huge = 1 << 70  # a version from a record's metadata no 64-bit slot holds: kept under its id all the same
     store.put_version("mem:8", huge, "far ahead")
     assert store.get(f"mem:8@{huge}") == "far ahead"
+    roomy = InProcessContents(50_000)
+    roomy.put_version(name, 1, text)
+    assert len(roomy._names) == 1 and roomy.get("mem:7@1") is text  # the ring grows as it is written
 
 
 def test_writes_keep_contents_under_the_ids_spans_name() -> None:

@@ -13,14 +13,24 @@ other jobs keep busy (the export thread's work is then not counted).
 "Traced / SDK floor" (issue 28: <= 1.1x) pairs each round's traced operation with the floor measured
 next to it (bare, traced and floor rotate round by round, median of the rounds' ratios).
 
+``--apart`` measures the traced operation and its floor each in a process of its own instead (fresh
+processes, traced and floor alternating, thread clock), each after a warm-up longer than the in-process
+content store's bound, as in a long-running application: in one process the floor shares the heap,
+and the garbage collections, that the traced operation's writes leave, and pays part of their cost.
+It also reports the thread time each spent in the garbage collector (``gc.callbacks``).
+
     python benchmarks/performance/op_overhead.py [--iterations 30000] [--clock wall|thread] [--json] [--parts]
+    python benchmarks/performance/op_overhead.py --apart [--processes 3] [--iterations 90000] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -77,17 +87,18 @@ def _rotated(functions: Sequence[Callable[[], None]], iterations: int,
     return rounds
 
 
-def measure(iterations: int, capture_content: bool) -> dict[str, float]:
+_WARM_UP_ALONE = 60_000
+"""Calls before an ``--apart`` process measures: past the in-process content store's 50,000 writes."""
+
+
+def _functions(capture_content: bool) -> tuple[TracerProvider, Callable[[], None], Callable[[], None]]:
+    """The provider, the traced operation and its SDK floor, as :func:`measure` runs them."""
     provider = _provider()
     tracer = provider.get_tracer("bench")
     mt = MemoryTracer(provider, capture_content=capture_content)
     with mt.operation("seed", Category.INGEST) as op:
         message = op.write("msg:D1:1", "I moved to Lisbon in March 2021.", kind=VariableKind.MESSAGE)
     query_text = "Where did the user move in March?"
-
-    def bare() -> None:
-        with tracer.start_as_current_span("bare"):
-            pass
 
     def traced() -> None:
         with mt.operation("extract", Category.EXTRACTION) as op:
@@ -110,6 +121,17 @@ def measure(iterations: int, capture_content: bool) -> dict[str, float]:
             s.add_link(link_to, {MemTraceLink.VARIABLE: "msg:D1:1@1"})
             s.set_attributes(payload)
 
+    return provider, traced, sdk_floor
+
+
+def measure(iterations: int, capture_content: bool) -> dict[str, float]:
+    provider, traced, sdk_floor = _functions(capture_content)
+    tracer = provider.get_tracer("bench")
+
+    def bare() -> None:
+        with tracer.start_as_current_span("bare"):
+            pass
+
     _rotated((bare, traced, sdk_floor), iterations // 10, repeats=1)  # warm up
     rounds = _rotated((bare, traced, sdk_floor), iterations)
     provider.shutdown()
@@ -118,6 +140,53 @@ def measure(iterations: int, capture_content: bool) -> dict[str, float]:
             "sdk_floor_us": floor_s * 1e6, "sdk_floor_ratio": floor_s / bare_s,
             # traced against the floor measured next to it, round by round: the figure issue 28 targets
             "traced_over_floor": statistics.median(t / f for _, t, f in rounds)}
+
+
+def measure_alone(which: str, iterations: int, capture_content: bool) -> tuple[float, float]:
+    """Seconds per call of the traced operation or of its floor, the only thing this process runs
+    (median of 15 rounds, after :data:`_WARM_UP_ALONE` calls), and of that, the seconds per call the
+    garbage collector took (its collections' thread time over the same calls)."""
+    provider, traced, sdk_floor = _functions(capture_content)
+    function = traced if which == "traced" else sdk_floor
+    for _ in range(_WARM_UP_ALONE):
+        function()
+    in_gc, started = [0.0], [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = _clock()
+        else:
+            in_gc[0] += _clock() - started[0]
+
+    gc.callbacks.append(timed)
+    per_round = [_per_call(function, iterations // 15) for _ in range(15)]
+    gc.callbacks.remove(timed)
+    provider.shutdown()
+    return statistics.median(per_round), in_gc[0] / (iterations // 15 * 15)
+
+
+def measure_apart(iterations: int, processes: int) -> dict[str, dict[str, float]]:
+    """Traced and floor in fresh processes of their own, alternating: medians over ``processes`` each."""
+    results = {}
+    for capture in ("off", "on"):
+        samples: dict[str, list[float]] = {"traced": [], "floor": []}
+        in_gc: dict[str, list[float]] = {"traced": [], "floor": []}
+        for _ in range(processes):
+            for which in ("traced", "floor"):
+                out = subprocess.run([sys.executable, __file__, "--alone", which, "--capture", capture,
+                                      "--iterations", str(iterations), "--clock", "thread"],
+                                     capture_output=True, text=True, check=True)
+                per_call, gc_per_call = out.stdout.split()
+                samples[which].append(float(per_call))
+                in_gc[which].append(float(gc_per_call))
+        traced_s, floor_s = statistics.median(samples["traced"]), statistics.median(samples["floor"])
+        results[f"content_{capture}"] = {
+            "traced_us": traced_s * 1e6, "sdk_floor_us": floor_s * 1e6,
+            "traced_over_floor": traced_s / floor_s,
+            "traced_gc_us": statistics.median(in_gc["traced"]) * 1e6,
+            "sdk_floor_gc_us": statistics.median(in_gc["floor"]) * 1e6,
+            "pairs": [t / f for t, f in zip(samples["traced"], samples["floor"], strict=True)]}
+    return results
 
 
 def measure_off(iterations: int) -> dict[str, float]:
@@ -203,9 +272,29 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--parts", action="store_true",
                         help="only the operation taken apart (content off), each part against its SDK calls")
+    parser.add_argument("--apart", action="store_true",
+                        help="traced and floor each in fresh processes of their own (thread clock)")
+    parser.add_argument("--processes", type=int, default=3,
+                        help="--apart: processes of each, per content mode")
+    parser.add_argument("--alone", choices=("traced", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--capture", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global _clock
     _clock = _CLOCKS[args.clock]
+    if args.alone:
+        print(*measure_alone(args.alone, args.iterations, args.capture == "on"))
+        return
+    if args.apart:
+        apart = measure_apart(args.iterations, args.processes)
+        if args.json:
+            print(json.dumps(apart, indent=2))
+            return
+        for name, r in apart.items():
+            pairs = ", ".join(f"{p:.3f}" for p in r["pairs"])
+            print(f"{name:12} traced {r['traced_us']:6.1f} us  SDK floor {r['sdk_floor_us']:6.1f} us  "
+                  f"traced / floor {r['traced_over_floor']:.3f}x (pairs: {pairs}); in the garbage "
+                  f"collector: traced {r['traced_gc_us']:.1f} us, floor {r['sdk_floor_gc_us']:.1f} us")
+        return
     if args.parts:
         parts = measure_parts(args.iterations)
         if args.json:

@@ -22,6 +22,8 @@ __all__ = ["InProcessContents", "Variable", "VariableRegistry"]
 
 _KEY = -(1 << 63)
 """The version slot of a content kept under a plain key (``InProcessContents.put``): no variable's."""
+_VERSION_MAX = (1 << 63) - 1
+"""The largest version a slot of the content store's ring holds (a signed 64-bit integer)."""
 _MAX_SLOTS = 1 << 16
 """High-water slots of the version registry: 512 KiB of marks at most."""
 
@@ -247,7 +249,7 @@ class InProcessContents:
 
     Every traced write puts its content here, and the contents are read only when a failure is
     attributed in process. So a write keeps only references, in a ring of ``max_items`` slots
-    allocated once: the text it was given (the application's own string), and for a variable
+    grown once to its bound: the text it was given (the application's own string), and for a variable
     its name and version (:meth:`put_version`; the version as a machine integer, in an array),
     not its id: a write allocates nothing that outlives it. (Keeping a new object per write alive
     for 50,000 writes, an id string and a tuple, made the garbage collector and the allocator of
@@ -263,11 +265,12 @@ class InProcessContents:
             raise ValueError("max_items must be >= 0")
         self._items: OrderedDict[str, str] = OrderedDict()
         self._max_items = max_items
-        # The ring: slot ``i % max_items`` of write ``i``. A version of _KEY means the name is the
-        # whole key (``put``); the slots of the settled writes are cleared (no reference kept twice).
-        self._names: list[str | None] = [None] * max_items
-        self._versions = array("q", bytes(8 * max_items))
-        self._contents: list[str | None] = [None] * max_items
+        # The ring: slot ``i % max_items`` of write ``i``, grown as written (a tracer that writes little
+        # holds little). A version of _KEY means the name is the whole key (``put``); the slots of the
+        # settled writes are cleared (no reference kept twice).
+        self._names: list[str | None] = []
+        self._versions = array("q")
+        self._contents: list[str | None] = []
         self._written = 0
         """Writes so far; the ring holds writes ``max(_settled, _written - max_items)`` up to here."""
         self._settled = 0
@@ -280,18 +283,22 @@ class InProcessContents:
 
     def put_version(self, name: str, version: int, content: str) -> None:
         """Keep ``content`` under the id ``name@version`` (:attr:`Variable.id`), made only when read."""
+        if not _KEY <= version <= _VERSION_MAX:  # a version no slot holds (from a record's metadata)
+            name, version = f"{name}@{version}", _KEY
         with self._lock:
             max_items = self._max_items
-            if not max_items:
-                return
             written = self._written
-            slot = written % max_items
-            try:
+            if written < max_items:  # the ring grows to its bound as it is written, then wraps
+                self._names.append(name)
+                self._versions.append(version)
+                self._contents.append(content)
+            elif max_items:
+                slot = written % max_items
+                self._names[slot] = name
                 self._versions[slot] = version
-            except OverflowError:  # a version no machine integer holds (from a record's metadata)
-                name, self._versions[slot] = f"{name}@{version}", _KEY
-            self._names[slot] = name
-            self._contents[slot] = content
+                self._contents[slot] = content
+            else:
+                return
             self._written = written = written + 1
             # Until a read fills the map, the ring's own bound is the store's; after it, the two together.
             items = self._items
