@@ -603,6 +603,37 @@ def test_a_loss_on_the_evidence_lineage_is_decisive_only_if_the_search_would_hav
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+SNACKS_SAID = ("[6 June 2023] Sam: Nah, no changes for me. Still enjoying my soda and candy, although I know "
+               "it's not the best habit to have.")
+
+
+@pytest.mark.parametrize(("tied", "blamed", "error_type"), [
+    ("Sam agreed to try swapping soda for flavored seltzer water and candy for dark chocolate (6 June 2023).",
+     "update D3:4", ErrorType.UPDATE),
+    ("Sam still enjoys soda and candy as his favourite unhealthy snacks (6 June 2023).", "search",
+     ErrorType.RETRIEVAL),
+])
+def test_a_unit_tied_to_the_evidence_excuses_its_loss_only_if_the_search_would_have_passed_over_both(
+        tracer_provider, span_exporter, tied, blamed, error_type):
+    """The evidence's own unit (Sam still enjoys soda and candy) was overwritten before the question. A unit
+    another turn's decision wrote after reading it is on the evidence's lineage and holds the gold's words,
+    and the search passed over it. When it tells that other turn's fact (swapping soda and candy for
+    something healthier), farther from the question than the lost unit, the search would have found the
+    lost unit: the overwrite decided. When it is as close to the question, the search would have passed
+    over the lost unit too: the search decided."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:4", SNACKS_SAID, "Sam still enjoys soda and candy, although he knows it's not the best "
+               "habit (6 June 2023).")
+    system.add("D3:5", "[6 June 2023] Evan: You could swap soda for seltzer and candy for dark chocolate.",
+               tied, existing=("D3:4",))
+    system.add("D3:7", "[6 June 2023] Sam: I went camping with my dog Max.",
+               "Sam went camping with his dog Max (6 June 2023).")
+    system.overwrite("D3:4", "Sam is training for a marathon in the autumn (27 July 2023).")
+    system.ask("What kind of unhealthy snacks does Sam enjoy eating?", "soda, candy", ["D3:4"], ["D3:7"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 CAMPED = "Where has Melanie camped?"
 CAMPING_SAID = ("[27 June 2023] Melanie: That sounds great! Actually, I just took my fam camping in the "
                 "mountains last week - it was a really nice time together!")

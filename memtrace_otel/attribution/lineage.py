@@ -181,6 +181,8 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
     own_losses = [before for _, before, _ in _losses(case, carries, carries.lineage_stored())]
     if (own := _own_statement_loss(case, carries, asked)) is not None:
         own_losses.append(own[2])
+    if alive and own_losses and question:
+        alive = _beside_loss(case, carries, question, alive, own_losses)
     if not alive and own_losses and question:
         alive = _no_further(case, question, _alive_carriers(case, carries, carries.stored()), own_losses)
     elif not alive and not own_losses:
@@ -276,6 +278,31 @@ def _no_further(case: LineageCase, question: str, alive: list[str], lost: list[s
     similarity = (vectors[1:] @ vectors[0]).tolist()
     bar = max(similarity[:len(lost)])
     return [v for v, s in zip(alive, similarity[len(lost):], strict=True) if s >= bar]
+
+
+def _beside_loss(case: LineageCase, carries: Carrying, question: str, alive: list[str],
+                 lost: list[str]) -> list[str]:
+    """Of ``alive`` (carriers on the evidence's lineage at the question), those written from the evidence
+    itself (a version of a unit it wrote), and of the others those at least as close to the question as
+    the closest lost unit of ``lost`` (:func:`_no_further`).
+
+    A unit another message's write made after reading the evidence's unit (mem0's update decision reads
+    the memories similar to its new fact) is on the evidence's lineage, but says that other message's
+    fact with the evidence's words around it ("swap soda and candy for seltzer" beside "still enjoys
+    soda and candy"). When the evidence's own unit was overwritten or deleted before the question, the
+    loss decided the answer unless the search would have passed over the lost unit too.
+    """
+    index = case.index
+    if not carries.info.gold:
+        # No gold word in the message (an inferred answer): what carries it is only loosely told, and
+        # a unit with the message's other words around it is as good a saying of it as the lost one.
+        return alive
+    own = {index.data(v)["name"] for v in carries.written_from if index.is_stored(v)}
+    beside = [v for v in alive if index.data(v)["name"] not in own]
+    if not beside:
+        return alive
+    closer = set(_no_further(case, question, beside, lost))
+    return [v for v in alive if v not in beside or v in closer]
 
 
 def _passed_over(case: LineageCase, carries: Carrying, question: str, alive: list[str],
