@@ -634,6 +634,42 @@ def test_a_unit_tied_to_the_evidence_excuses_its_loss_only_if_the_search_would_h
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+PROJECTS_FACT = ("Jolene aims to work on projects involving renewable energy like solar and providing clean "
+                 "water to those with limited access (26 August 2023).")
+
+
+@pytest.mark.parametrize(("compared", "blamed", "error_type"), [
+    ("D22:10", "search", ErrorType.RETRIEVAL),
+    ("D22:11", "extract D22:12", ErrorType.EXTRACTION),
+])
+def test_an_extraction_whose_statement_the_decision_found_stored_already_dropped_nothing(
+        tracer_provider, span_exporter, compared, blamed, error_type):
+    """Jolene named both projects one turn earlier, and that turn's unit says them. The evidence turn's
+    extraction wrote the same statement; the update decision that read its facts was shown the similar
+    memories and wrote nothing: the statement was in memory already (a deduplication), and the search
+    that passed over that unit is the fault. When the decision was shown other memories only, nothing
+    ties the earlier unit to this statement: the extraction's facts made no unit, and it stays to blame."""
+    system = _Mem0(tracer_provider)
+    system.add("D22:10", "[26 August 2023] Jolene: I'm keen on two projects: renewable energy like solar, "
+               "and clean water for those with limited access.", PROJECTS_FACT)
+    system.add("D22:11", "[26 August 2023] Jolene: I went camping with my dog Max.",
+               "Jolene went camping with her dog Max (26 August 2023).")
+    with system.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
+        system.remember("extract D22:12", op)
+        message = op.read("msg:D22:12", content="[26 August 2023] Jolene: The other is finding ways to "
+                          "supply clean water to those with limited access.", kind=VariableKind.MESSAGE)
+        facts = op.write("facts:D22:12", PROJECTS_FACT, kind=VariableKind.FACTS)
+        op.step("extract", [message], [facts])
+    with system.mt.operation("mem0.add.decide", Category.UPDATE, store_id="s") as op:
+        op.read(facts)
+        op.read(system.units[compared])
+        op.write("decisions:D22:12", '[{"event": "NONE"}]', kind=VariableKind.OTHER)
+    system.ask("What projects is Jolene planning for next year?", "finding ways to supply clean water to "
+               "those with limited access", ["D22:12"], ["D22:11"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 CAMPED = "Where has Melanie camped?"
 CAMPING_SAID = ("[27 June 2023] Melanie: That sounds great! Actually, I just took my fam camping in the "
                 "mountains last week - it was a really nice time together!")

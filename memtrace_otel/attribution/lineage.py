@@ -38,7 +38,11 @@ off the graph without a model:
    statements the extraction handed on (the message's sentence when it wrote
    none): the search would have passed over a repaired extraction's fact too;
    a lost unit did not when the alive one is at least as close to the
-   question: the search would have passed over it too. With one search per
+   question: the search would have passed over it too. That holds also for
+   an alive unit on the evidence's lineage that another message's write made
+   after reading the evidence's unit: it tells that message's fact, and when
+   the evidence's own unit was lost first, the loss decided unless the search
+   would have passed over the lost unit too. With one search per
    store (a mem0 app searches each speaker), an earlier search of another
    store that passed over a unit saying the whole answer failed first.
 4. **Write side** (before the question, forward from the evidence): an
@@ -70,7 +74,10 @@ off the graph without a model:
    and not returned, the question's earliest search of their store is blamed.
    Nor is one that wrote nothing after reading a memory stating the fact (an
    additive extractor is shown the similar memories and writes only new
-   facts): the search that passed over that memory is.
+   facts): the search that passed over that memory is. Nor is one whose
+   statement the update decision that read its facts found already stored (a
+   memory it was shown keeps the statement, and it wrote nothing new): the
+   statement is followed into that memory.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction

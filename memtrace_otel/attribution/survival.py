@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 
 from memtrace_otel.attribution.anchored import months_and_years
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
@@ -86,7 +87,9 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     The statement followed is the one of ``op``'s written, non-memory outputs (its extracted
     facts) most about the fact (:func:`_aboutness`), keeping the answer's exact tokens (a
     statement with a number changed or another speaker's name is the extraction's own fault); a
-    unit holds it when it keeps most of its words and every word of the gold it held.
+    unit holds it when it keeps most of its words and every word of the gold it held: a unit written after
+    ``op`` from the evidence, or one the decision reading ``op``'s statements compared them with
+    (:func:`_compared`: a statement found stored already).
     The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
     deletion marker) of the unit whose version ``before`` held it. With ``own``, the units ``op``
     wrote itself count too, as statements and as holders (an extraction that writes its memory
@@ -104,9 +107,11 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     if not info.exact <= statement:
         return None
     after_op, before_question = index.order(op), case.query_time
+    compared = _compared(index, op) - carries.descendants
     kept = sorted(
-        (v for v in carries.descendants
-         if index.is_stored(v) and (after_op < index.produced_at(v) or (own and index.producer(v) == op))
+        (v for v in chain(carries.descendants, compared)
+         if index.is_stored(v) and (after_op < index.produced_at(v) or (own and index.producer(v) == op)
+                                    or v in compared)
          and index.produced_at(v) < before_question
          and not index.data(v).get("deleted") and keeps(index, v, statement, info)),
         key=lambda v: (index.produced_at(v), v))
@@ -121,6 +126,24 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
             losses.append(removed)
     loss = None if alive else max(losses, key=lambda item: (index.order(item[0]), item[0]))
     return Fate(statement, alive, loss, info)
+
+
+def _compared(index: GraphIndex, op: str) -> set[str]:
+    """The memory units the write-side ops reading ``op``'s statements read beside them: the memories a
+    decision compared the new facts with (mem0 1.x's update decision is shown the similar memories).
+
+    One of them that already states what ``op`` wrote holds the statement as a unit written from it
+    would: a decision that finds the fact there writes nothing new (a deduplication), and the statement
+    is in memory though ``op``'s own facts made no unit.
+    """
+    found: set[str] = set()
+    for written in index.written(op):
+        if index.is_stored(written):
+            continue
+        for reader in index.readers(written):
+            if index.category(reader) not in _READ_SIDE and not index.is_step(reader):
+                found.update(v for v in index.inputs(reader) if index.is_stored(v) and _memory(index, v))
+    return found
 
 
 def _statements(index: GraphIndex, op: str, *, own: bool = False, info: Information | None = None
