@@ -780,3 +780,34 @@ def test_a_memory_dated_away_from_the_month_the_question_names_tells_another_eve
     ops = _tournament_history(tracer_provider)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["D2"], ErrorType.EXTRACTION)
+CHECKUPS = "How often does Sam get health checkups?"
+CHECKUP = ("[3:09 pm on 8 October, 2023] Sam: I went for a check-up Monday and my doc said my weight's a "
+           "serious health risk.")
+
+
+def test_a_header_clock_time_is_not_a_number_the_message_says():
+    """Sent at 3:09 pm: the header's hour is when, not what; 'every three months' is none of the turn's
+    words, while a number its body says still is one."""
+    assert not critical_information("every three months", CHECKUPS, CHECKUP).gold
+    said = CHECKUP.replace("Monday", "Monday, as every 3 months,")
+    assert "3" in critical_information("every three months", CHECKUPS, said).gold
+
+
+def test_a_gold_number_only_in_the_header_clock_leaves_the_extraction_blameless(
+        tracer_provider, span_exporter):
+    """The turn does not say the gold (an inference, 'every three months'); the extractor restated it and
+    the search returned another turn's unit: the search is at fault, not an extraction said to have
+    dropped the '3' of '3:09 pm'."""
+    from memtrace_otel import MemoryTracer
+    from memtrace_otel.attribution import ErrorType
+
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    ops: dict[str, str] = {}
+    turns = {"D1:1": (CHECKUP, "Sam's doctor said at a check-up that his weight is a serious health risk "
+                               "(8 October 2023)."),
+             "D1:2": ("[3:12 pm on 8 October, 2023] Evan: I painted a lake sunrise last year.",
+                      "Evan painted a lake sunrise in 2022 (8 October 2023).")}
+    ops = _turns_then_a_search_that_returned(mt, ops, turns, CHECKUPS, found="D1:2", prediction="Yearly",
+                                             gold="every three months", evidence="D1:1")
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)

@@ -93,6 +93,7 @@ _GOLD_WORD_SHARE = 0.5
 _RELATED_SHARE = 0.3
 _WHOLE_TOPIC_WORDS = 2  # a topic of one word (the speaker's name) does not single a fact out
 _SPEAKER = re.compile(r"\[[^\]]*\]")
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\b\.?)?", re.IGNORECASE)
 # Common gold words identify a fact only said together: a line may spread them over this many more
 # words than the evidence sentence does ("a few times a week" against "last week ... a tough time").
 _SPREAD_SLACK = 1
@@ -311,7 +312,7 @@ def critical_information(
     gold_info = _gold_information(gold, asked)
     if evidence is None:
         return gold_info
-    held = tokenize(evidence)
+    held = tokenize(_without_clock(evidence))
     gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
     said = frozenset(gold_part)
     weigh = idf or (lambda _t: 1.0)
@@ -343,6 +344,23 @@ def critical_information(
         spread=spread,
         asked=asked,
     )
+
+
+def _without_clock(text: str) -> str:
+    """``text`` without the clock time of its lines' headers (``[3:09 pm on 8 October, 2023]``).
+
+    A header's hour and minute say when the line was sent, not what its speaker said: a gold
+    "every three months" is not in a message sent at 3:09 pm. The header's day stays (a date
+    gold is often the day a message said "today").
+
+    >>> _without_clock("[3:09 pm on 8 October, 2023] Sam: I went for a check-up at 3:30.")
+    '[ on 8 October, 2023] Sam: I went for a check-up at 3:30.'
+    """
+    lines = []
+    for line in text.splitlines(keepends=True):
+        header, body = split_header(line)
+        lines.append(_CLOCK.sub("", header) + body)
+    return "".join(lines)
 
 
 def _worded(tokens: Iterable[str]) -> list[str]:
