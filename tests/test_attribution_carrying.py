@@ -734,9 +734,11 @@ def test_another_speakers_line_says_it_of_the_person_asked_about_only_by_naming_
     assert not carries._carried_by_lines(unit["mem:D2"])
 
 
-def _tournament_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _tournament_history(provider, later: bool = False) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """John's March turn about a convention's tournament, stored whole; his May turn about the tournament he
-    organised, extracted without it; the question's search returns only the May unit."""
+    organised, extracted without it; with ``later``, an August turn about the tournaments he wants to
+    organise, whose extraction read the May unit (as mem0's reads the similar memories); the question's
+    search returns only the May unit."""
     import json
 
     from memtrace_otel import Category, MemoryTracer, VariableKind
@@ -747,12 +749,17 @@ def _tournament_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-
                     "John took part in a tournament for CS:GO at a gaming convention."),
              "D2": ("2022-05-08T00:45:00", "We put together a tournament for our favorite game, CS:GO.",
                     "John talked about organized game friends.")}
+    if later:
+        turns["D3"] = ("2022-08-06T13:45:00", "I want to organize tournaments for CS:GO and Fortnite.",
+                       "John wants to organize tournaments for CS:GO and Fortnite.")
     ops, units = {}, {}
     for key, (when, said, fact) in turns.items():
         with mt.operation("add", Category.EXTRACTION, store_id="s") as op:
             ops[key] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
             op.read(f"msg:{key}", content=json.dumps({"content": said, "name": "John", "timestamp": when}),
                     kind=VariableKind.MESSAGE)
+            if key == "D3":
+                op.read(units["D2"])
             units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
                                   kind=VariableKind.MEMORY_UNIT)
     with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
@@ -780,6 +787,20 @@ def test_a_memory_dated_away_from_the_month_the_question_names_tells_another_eve
     ops = _tournament_history(tracer_provider)
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["D2"], ErrorType.EXTRACTION)
+
+
+def test_a_later_memory_tied_to_the_evidence_but_dated_another_month_tells_another_event(
+        tracer_provider, span_exporter):
+    """The August memory of the tournaments John wants to organise was written by an extraction that read
+    the May unit (tied to the evidence, not written from it): dated away from May, it is another event,
+    not a May fact alive in memory that the search missed; the May turn's extraction is the fault."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _tournament_history(tracer_provider, later=True)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["D2"], ErrorType.EXTRACTION)
+
+
 CHECKUPS = "How often does Sam get health checkups?"
 CHECKUP = ("[3:09 pm on 8 October, 2023] Sam: I went for a check-up Monday and my doc said my weight's a "
            "serious health risk.")

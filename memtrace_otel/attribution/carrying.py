@@ -207,7 +207,9 @@ class Carrying:
         name that month of that year tells another event with the same words (a tournament in
         March is not the one organised in May): it does not answer the question, however many
         of the gold's words it holds. Memories written from the evidence are judged as before
-        (their fact may keep a relative time instead of the date).
+        (their fact may keep a relative time instead of the date); one only tied to it (written by
+        an extraction that read a memory of it, as mem0's reads the similar memories) is not the
+        evidence's fact and is dated like any other.
         """
         index = self.case.index
         when = self._asked_month
@@ -219,7 +221,7 @@ class Carrying:
             when = self._asked_month = found if found <= index.tokens(self.evidence) else frozenset()
         if not when or not index.is_stored(variable) or variable == self.evidence:
             return False
-        if variable in self.descendants or variable in self.written_from:
+        if variable in self.written_from:
             return False
         return not when <= index.tokens(variable)
 
