@@ -27,6 +27,28 @@ def test_a_rare_gold_said_whole_identifies_the_fact_without_the_circumstances_th
     assert not rare.carried_by(tokenize(EXTRACTED))  # the plain presence test still asks for the topic
 
 
+def _ask(mt, ops: dict[str, str], question: str, returned: list, prediction: str, gold: str,  # type: ignore[no-untyped-def]
+         evidence: list[str], **evaluation) -> None:
+    """One question over store "s": a search whose context is the ``returned`` units, an answer of
+    ``prediction``, and a judge that fails it; the search's and the answer's operation ids go in ``ops``."""
+    from memtrace_otel import Category, VariableKind
+
+    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
+        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.write("query:q1", question, kind=VariableKind.QUERY)
+        read = [op.read(unit) for unit in returned]
+        retrieved = op.write("context:q1", "\n".join(str(unit.content) for unit in read),
+                             kind=VariableKind.CONTEXT)
+    with mt.operation("answer", Category.GENERATION) as op:
+        ops["answer"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+        op.read(retrieved)
+        answer = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)
+    with mt.operation("judge", Category.EVALUATION) as op:
+        op.read(answer)
+        op.record_evaluation(False, question=question, prediction=prediction, gold=gold, evidence=evidence,
+                             answer=answer, case_id="q1", **evaluation)
+
+
 def _walk_history(provider, quoted: bool, returned: str = "D1:2",  # type: ignore[no-untyped-def]
                   again: bool = False):
     """Caroline's walk turn extracted without its circumstances, then a search that missed the unit.
@@ -59,18 +81,7 @@ def _walk_history(provider, quoted: bool, returned: str = "D1:2",  # type: ignor
         with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
             op.read(facts)
             units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", WALK, kind=VariableKind.QUERY)
-        unit = op.read(units[returned])
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "a lake sunrise", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=WALK, prediction="a lake sunrise", gold="a rainbow sidewalk",
-                             evidence=["D1:1"], answer=answer, case_id="q1")
+    _ask(mt, ops, WALK, [units[returned]], "a lake sunrise", "a rainbow sidewalk", ["D1:1"])
     return ops
 
 
@@ -158,19 +169,7 @@ def _vision_history(provider, signal: str = "correction"):  # type: ignore[no-un
         with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
             op.read(facts)
             units[dia_id] = op.write(f"mem:{dia_id}", EXTRACTED_FACTS[dia_id], kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        context = op.span_context
-        ops["search"] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
-        op.write("query:q1", VISION, kind=VariableKind.QUERY)
-        read = [op.read(units[d]) for d in ("D1:2", "D1:3")]
-        retrieved = op.write("context:q1", "\n".join(str(u.content) for u in read), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "a park", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=VISION, prediction="a park", gold=CORRECTION, evidence=[],
-                             answer=answer, case_id="q1", signal=signal)
+    _ask(mt, ops, VISION, [units["D1:2"], units["D1:3"]], "a park", CORRECTION, [], signal=signal)
     return ops
 
 
@@ -247,18 +246,7 @@ def _church_history(provider):  # type: ignore[no-untyped-def]
         with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
             op.read(facts)
             units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", CHURCH, kind=VariableKind.QUERY)
-        unit = op.read(units["D1:3"])
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "a lake sunrise", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=CHURCH, prediction="a lake sunrise",
-                             gold="a stained glass window", evidence=["D1:1"], answer=answer, case_id="q1")
+    _ask(mt, ops, CHURCH, [units["D1:3"]], "a lake sunrise", "a stained glass window", ["D1:1"])
     return ops
 
 
@@ -310,17 +298,7 @@ def _hobby_history(provider):  # type: ignore[no-untyped-def]
         op.read(units["D1:2"])
         rewritten = op.write("mem:D1:2", "Evan goes for a drive to calm down (2 September 2023).",
                              kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        op.write("query:q1", HOBBY, kind=VariableKind.QUERY)
-        unit = op.read(rewritten)
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "driving", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=HOBBY, prediction="driving", gold="Watercolor painting",
-                             evidence=["D1:1", "D1:2"], answer=answer, case_id="q1")
+    _ask(mt, ops, HOBBY, [rewritten], "driving", "Watercolor painting", ["D1:1", "D1:2"])
     return ops
 
 
@@ -357,18 +335,7 @@ def _turns_then_a_search_that_returned(  # type: ignore[no-untyped-def]
         with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
             op.read(facts)
             units[dia_id] = op.write(f"mem:{dia_id}", str(facts.content), kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", question, kind=VariableKind.QUERY)
-        unit = op.read(units[found])
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=question, prediction=prediction, gold=gold,
-                             evidence=[evidence], answer=answer, case_id="q1")
+    _ask(mt, ops, question, [units[found]], prediction, gold, [evidence])
     return ops
 
 
@@ -531,18 +498,7 @@ def _park_history(provider, stated: bool = False) -> dict[str, str]:  # type: ig
             op.read("msg:D8:7", content=grief, kind=VariableKind.MESSAGE)
             op.read("msg:D8:8", content=OFTEN, kind=VariableKind.MESSAGE)
             unit = op.write("mem:episode", episode, kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        op.write("query:q1", PARK, kind=VariableKind.QUERY)
-        op.read(unit)
-        retrieved = op.write("context:q1", str(unit.content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        ops["answer"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.read(retrieved)
-        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=PARK, prediction="I don't know.", gold="A few times a week",
-                             evidence=["D8:8"], answer=answer, case_id="q1")
+    _ask(mt, ops, PARK, [unit], "I don't know.", "A few times a week", ["D8:8"])
     return ops
 
 
@@ -597,19 +553,7 @@ def _history(provider, messages: dict[str, str], units: dict[str, str], question
             op.read(f"msg:{key}", content=text, kind=VariableKind.MESSAGE)
             if key in units:
                 written.append(op.write(f"mem:{key}", units[key], kind=VariableKind.MEMORY_UNIT))
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        op.write("query:q1", question, kind=VariableKind.QUERY)
-        for unit in written:
-            op.read(unit)
-        retrieved = op.write("context:q1", "\n".join(str(u.content) for u in written),
-                             kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=question, prediction="I don't know.", gold=gold,
-                             evidence=[evidence], answer=answer, case_id="q1")
+    _ask(mt, {}, question, written, "I don't know.", gold, [evidence])
 
 
 def test_a_paraphrase_keeping_only_a_common_name_of_the_gold_does_not_carry_it(
@@ -682,17 +626,7 @@ def _metadata_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-de
                 op.read(facts)
                 units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
                                       kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        op.write("query:q1", question, kind=VariableKind.QUERY)
-        op.read(units["D3"])
-        retrieved = op.write("context:q1", str(units["D3"].content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=question, prediction="I don't know.", gold=gold,
-                             evidence=["D1"], answer=answer, case_id="q1")
+    _ask(mt, ops, question, [units["D3"]], "I don't know.", gold, ["D1"])
     return ops
 
 
@@ -762,18 +696,7 @@ def _tournament_history(provider, later: bool = False) -> dict[str, str]:  # typ
                 op.read(units["D2"])
             units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
                                   kind=VariableKind.MEMORY_UNIT)
-    with mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory", store_id="s") as op:
-        ops["search"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
-        op.write("query:q1", question, kind=VariableKind.QUERY)
-        op.read(units["D2"])
-        retrieved = op.write("context:q1", str(units["D2"].content), kind=VariableKind.CONTEXT)
-    with mt.operation("answer", Category.GENERATION) as op:
-        op.read(retrieved)
-        answer = op.write("answer:q1", "I don't know.", kind=VariableKind.ANSWER)
-    with mt.operation("judge", Category.EVALUATION) as op:
-        op.read(answer)
-        op.record_evaluation(False, question=question, prediction="I don't know.",
-                             gold="A tournament for CS:GO", evidence=["D2"], answer=answer, case_id="q1")
+    _ask(mt, ops, question, [units["D2"]], "I don't know.", "A tournament for CS:GO", ["D2"])
     return ops
 
 
