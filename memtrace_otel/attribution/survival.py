@@ -214,16 +214,7 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     index, info = case.index, carries.info
     if carries.structural or wrote_about(case, carries, op, asked=asked) is not False:
         return []
-    contexts = [index.tokens(v) for v in index.inputs(case.generator)
-                if index.data(v).get("kind") != VariableKind.QUERY]
-
-    def alive(variable: str) -> str | None:
-        current = index.state_at(index.data(variable)["name"], case.query_time)
-        return None if current is None or index.data(current).get("deleted") else current
-
-    def unread(variable: str) -> bool:
-        return not any(index.tokens(variable) <= held for held in contexts)
-
+    unread = _unread_by(case)
     if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked)
                                        if not carries.dated_otherwise(v)]):
         return found
@@ -234,7 +225,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     # The units that keep one of its statements: what this extraction wrote, not a unit a decision that
     # read its facts only touched.
     own = [current for v in sorted(carries.written_from) if index.is_stored(v) and _memory(index, v)
-           and (current := alive(v)) is not None and carries.restates_message(current, speaker)
+           and (current := _alive_at_question(case, v)) is not None
+           and carries.restates_message(current, speaker)
            and any(keeps(index, current, statement, info) for statement in statements)]
     return list(dict.fromkeys(own)) if all(unread(v) for v in own) else []
 
@@ -257,8 +249,7 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
         return []
     said = _weights(index, tokenize(info.text))
     whole = _states_whole(gold, info.exact, asked) if gold is not None else None
-    contexts = [index.tokens(v) for v in index.inputs(case.generator)
-                if index.data(v).get("kind") != VariableKind.QUERY]
+    unread = _unread_by(case)
     found: dict[str, None] = {}
     for variable in sorted(index.inputs(op)):
         if not (index.is_stored(variable) and _memory(index, variable)):
@@ -267,9 +258,8 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
                    for _, tokens in index.pieces(variable)) and not (
                 whole is not None and any(whole(line) for line in index.lines(variable))):
             continue
-        current = index.state_at(index.data(variable)["name"], case.query_time)
-        if (current is not None and not index.data(current).get("deleted")
-                and not any(index.tokens(current) <= held for held in contexts)):
+        current = _alive_at_question(case, variable)
+        if current is not None and unread(current):
             found[current] = None
     return list(found)
 
@@ -302,19 +292,35 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
     states = _states_whole(gold, exact, asked)
     if states is None:
         return []
-    contexts = [index.tokens(v) for v in index.inputs(case.generator)
-                if index.data(v).get("kind") != VariableKind.QUERY]
+    unread = _unread_by(case)
     weights, exact = gold.gold, gold.exact | exact
     keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
     found = []
     for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
-        current = index.state_at(index.data(variable)["name"], case.query_time)
         if (index.produced_at(variable) < case.query_time and _memory(index, variable)
-                and current == variable and not index.data(current).get("deleted")
-                and not any(index.tokens(variable) <= held for held in contexts)
+                and _alive_at_question(case, variable) == variable and unread(variable)
                 and any(states(line) for line in index.lines(variable))):
             found.append(variable)
     return found
+
+
+def _alive_at_question(case: LineageCase, variable: str) -> str | None:
+    """The version of ``variable``'s unit current when the question is asked; ``None`` if it is gone."""
+    index = case.index
+    current = index.state_at(index.data(variable)["name"], case.query_time)
+    return None if current is None or index.data(current).get("deleted") else current
+
+
+def _unread_by(case: LineageCase) -> Callable[[str], bool]:
+    """The test of a variable the answer's context did not hold: its words are in no context (not the
+    query) the generator read."""
+    index = case.index
+    contexts = [index.tokens(v) for v in index.inputs(case.generator)
+                if index.data(v).get("kind") != VariableKind.QUERY]
+
+    def unread(variable: str) -> bool:
+        return not any(index.tokens(variable) <= held for held in contexts)
+    return unread
 
 
 def _memory(index: GraphIndex, variable: str) -> bool:
