@@ -466,6 +466,28 @@ def test_an_extraction_that_dropped_its_part_while_a_unit_held_the_whole_gold_is
     assert (verdict.operation, verdict.error_type) == (system.ops["delete D3:11"], ErrorType.DELETION)
 
 
+PENDANTS = "What symbolic gifts do Deborah and Jolene have from their mothers?"
+
+
+def test_a_loss_while_another_evidence_unit_held_the_whole_gold_is_not_decisive(
+        tracer_provider, span_exporter):
+    """Two evidence messages each say the whole gold. Deleting the first one's unit lost nothing while the
+    second's unit still said it; the later overwrite of that unit lost the answer, and is the fault,
+    not the earlier deletion."""
+    system = _Mem0(tracer_provider)
+    system.add("D1:8", "[23 January 2023] Jolene: I have a pendant that reminds me of my mother.",
+               "Jolene has a pendant that reminds her of her mother (23 January 2023).")
+    system.add("D1:9", "[23 January 2023] Deborah: I have a pendant that reminds me of my mother too.",
+               "Deborah has a pendant that reminds her of her mother (23 January 2023).")
+    system.add("D2:1", "[25 January 2023] Deborah: I went to the beach with my husband.",
+               "Deborah went to the beach with her husband (25 January 2023).")
+    system.delete("D1:8")
+    system.overwrite("D1:9", "Deborah started a yoga class for the neighbours (26 August 2023).")
+    system.ask(PENDANTS, "pendants", ["D1:8", "D1:9"], ["D2:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["update D1:9"], ErrorType.UPDATE)
+
+
 def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
         tracer_provider, span_exporter):
     """No unit says the abstractive gold in its words, but the council fact the extraction wrote was

@@ -81,8 +81,9 @@ off the graph without a model:
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
-that dropped its message's part while a unit stating the whole gold was stored
-(another verdict's later write removed it: that write was decisive), or one
+that dropped its message's part, or a write that removed its message's unit,
+while a unit stating the whole gold was stored (another verdict's later write
+removed it: that write was decisive), or an extraction
 whose statements are all about other things (an evidence id may name a turn
 beside the one that says the answer); operations of the same
 moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
@@ -894,14 +895,17 @@ def _missed_parts(index: GraphIndex, verdicts: list[Verdict], pool: list[Verdict
 
 
 def _held_meanwhile(index: GraphIndex, verdict: Verdict, pool: list[Verdict], gold: Information) -> bool:
-    """Whether ``verdict`` blames an extraction that stored nothing of its message's fact while a unit
-    stating the whole gold, which another verdict's later write removed, was in memory.
+    """Whether ``verdict`` blames an extraction that stored nothing of its message's fact, or a write that
+    removed its message's unit, while a unit stating the whole gold, which another verdict's later write
+    removed, was in memory.
 
     With several evidence messages, the earliest faulty operation wins only if it was decisive:
     while a unit saying the whole answer was stored, an extraction that dropped one message's
-    part of it did not lose the answer; the write that later removed that unit did.
+    part of it did not lose the answer, nor did an overwrite or deletion of one message's unit
+    (two speakers saying the same plan, each stored as a unit of their own); the write that later
+    removed the unit still saying it did.
     """
-    if verdict.error_type is not ErrorType.EXTRACTION or not gold.gold:
+    if verdict.error_type not in _LOSS_TYPES | {ErrorType.EXTRACTION} or not gold.gold:
         return False
     dropped = index.order(verdict.operation)
     for other in pool:
