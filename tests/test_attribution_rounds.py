@@ -373,9 +373,12 @@ class _Mem0:
         self.ops[label] = f"op:{context.trace_id:032x}:{context.span_id:016x}"
 
     def add(self, dia_id: str, said: str, fact: str | None, *, existing: tuple[str, ...] = (),
-            shown: tuple[str, ...] = (), store: str = "s") -> None:
+            shown: tuple[str, ...] = (), store: str = "s", into: str | None = None,
+            merged: str | None = None) -> None:
         """``existing``: the units (by message) the decision read as the memories similar to the fact;
-        ``shown``: those the extraction read (mem0 2.x shows its extractor the similar memories)."""
+        ``shown``: those the extraction read (mem0 2.x shows its extractor the similar memories);
+        ``into``: the unit (by message) the decision updated with the fact instead of adding one, to
+        ``merged`` (else the fact); remembered as ``merge <dia_id>``."""
         with self.mt.operation("mem0.add.extract", Category.EXTRACTION, store_id=store) as op:
             self.remember(f"extract {dia_id}", op)
             message = op.read(f"msg:{dia_id}", content=said, kind=VariableKind.MESSAGE)
@@ -383,7 +386,13 @@ class _Mem0:
                 op.read(self.units[similar])
             facts = op.write(f"facts:{dia_id}", fact or "", kind=VariableKind.FACTS)
             op.step("extract", [message], [facts])
-        if fact:
+        if fact and into is not None:
+            with self.mt.operation("mem0.update", Category.UPDATE, gen_ai_operation=UPDATE,
+                                   store_id=store) as op:
+                self.remember(f"merge {dia_id}", op)
+                op.read(facts)
+                self.units[into] = op.update(self.units[into], merged or fact)
+        elif fact:
             with self.mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory",
                                    store_id=store) as op:
                 op.read(facts)
@@ -486,6 +495,36 @@ def test_a_loss_while_another_evidence_unit_held_the_whole_gold_is_not_decisive(
     system.ask(PENDANTS, "pendants", ["D1:8", "D1:9"], ["D2:1"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["update D1:9"], ErrorType.UPDATE)
+
+
+SAMANTHA = "Whose phone number did James receive during the beach outing?"
+SAMANTHA_FACT = ("James is considering asking a girl named Samantha out on a date after they met at the "
+                 "beach outing (11 August 2022).")
+
+
+def test_a_merge_that_kept_the_evidences_statement_word_for_word_still_carries_it(
+        tracer_provider, span_exporter):
+    """The evidence's fact (the gold, a name, in the extractor's words only) was written into a unit; a later
+    decision merged another fact into that unit, keeping the statement word for word; a third overwrote it.
+    The merge lost nothing: the overwrite is the fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D18:2", "[6 August 2022] James: Leaving after years is a big step.",
+               "James mentioned that leaving after years is a big step (6 August 2022).")
+    system.add("D19:14", "[10 August 2022] James: Yes, we had fun and I even met one beautiful girl. I'm "
+               "thinking of asking her out on a date! She left me her phone number, I think I'll call "
+               "tomorrow.",
+               SAMANTHA_FACT, into="D18:2")
+    system.add("D21:3", "[3 September 2022] James: I asked Samantha to be my girlfriend at the theater!",
+               "James asked Samantha to be his girlfriend at the theater (3 September 2022).", into="D18:2",
+               merged=SAMANTHA_FACT.removesuffix(".") + "; James asked Samantha to be his girlfriend at the "
+               "theater (3 September 2022).")
+    system.add("D23:3", "[4 September 2022] James: We went to McGee's bar and she loves lager beer.",
+               "James and his girlfriend went to McGee's bar (4 September 2022).", into="D18:2")
+    system.add("D24:1", "[5 September 2022] James: I played football with my friends.",
+               "James played football with his friends (5 September 2022).")
+    system.ask(SAMANTHA, "Samantha", ["D19:14"], ["D24:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["merge D23:3"], ErrorType.UPDATE)
 
 
 def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(

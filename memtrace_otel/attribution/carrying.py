@@ -145,6 +145,8 @@ class Carrying:
             # another message says word for word: a window of raw messages descends from every one of
             # them, and a session's other turn may say the same date of another event.
             return True
+        if variable in self.descendants and self._keeps_earlier_statement(variable):
+            return True
         if index.data(variable).get("kind") not in STORED_KINDS and self._references_carrier(variable):
             return True
         # Captured content is truncated (MEMTRACE_CONTENT_MAX_CHARS): what is cut off is unknown,
@@ -197,6 +199,27 @@ class Carrying:
         texts = texts or split_lines(index.text(variable))
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _keeps_earlier_statement(self, variable: str) -> bool:
+        """Whether an earlier version of ``variable``'s unit, written from the evidence, carried the
+        information and ``variable`` keeps each of its statements word for word.
+
+        An update that joins a new fact to a memory (mem0's decision merges related facts into one
+        unit) rewrites the unit, and what the evidence's write put there stays as it was: the merged
+        version holds the same statement, so it carries what that statement carried, though it was
+        written from another message (a carrier only tied to the evidence by a test on its own words
+        would otherwise lose it).
+        """
+        index = self.case.index
+        if not index.is_stored(variable):
+            return False
+        versions = index.versions(index.data(variable)["name"])
+        if variable not in versions:
+            return False
+        kept = {tokens for _, tokens in index.pieces(variable)}
+        return any(earlier in self.written_from and index.pieces(earlier)
+                   and all(tokens in kept for _, tokens in index.pieces(earlier)) and self(earlier)
+                   for earlier in versions[:versions.index(variable)])
 
     def dated_otherwise(self, variable: str) -> bool:
         """Whether ``variable`` is a memory from elsewhere dated away from the month the question asks about.
