@@ -497,6 +497,31 @@ def test_a_loss_while_another_evidence_unit_held_the_whole_gold_is_not_decisive(
     assert (verdict.operation, verdict.error_type) == (system.ops["update D1:9"], ErrorType.UPDATE)
 
 
+PIANO = "Which movie's theme is Tim's favorite to play on the piano?"
+
+
+def test_the_loss_of_a_unit_stating_the_whole_gold_competes_though_its_message_did_not_say_it(
+        tracer_provider, span_exporter):
+    """A photo turn's message does not say the gold; the extractor's fact written from it does. The other
+    evidence message's unit (the gold less a word) was deleted first, while the photo turn's unit still said
+    the whole answer; that unit's later deletion lost it."""
+    system = _Mem0(tracer_provider)
+    system.add("D8:14", "[21 August 2023] Tim: [shares a photo of sheet music] This is my favourite piece to "
+               "play on the piano right now.",
+               "Tim's favorite song to play on the piano is a theme from the movie Harry Potter and the "
+               "Philosopher's Stone (21 August 2023).")
+    system.add("D8:16", "[21 August 2023] Tim: Yeah, Harry Potter and the Philosopher's Stone is special to "
+               "me.",
+               "Tim mentioned that Harry Potter and the Philosopher's is special to Tim (21 August 2023).")
+    system.add("D9:2", "[28 August 2023] Tim: I went to a castle in Scotland last week.",
+               "Tim visited a castle in Scotland (the week before 28 August 2023).")
+    system.delete("D8:16")
+    system.delete("D8:14")
+    system.ask(PIANO, "\"Harry Potter and the Philosopher's Stone\"", ["D8:14", "D8:16"], ["D9:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["delete D8:14"], ErrorType.DELETION)
+
+
 SAMANTHA = "Whose phone number did James receive during the beach outing?"
 SAMANTHA_FACT = ("James is considering asking a girl named Samantha out on a date after they met at the "
                  "beach outing (11 August 2022).")

@@ -83,7 +83,8 @@ When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule), unless it is an extraction
 that dropped its message's part, or a write that removed its message's unit,
 while a unit stating the whole gold was stored (another verdict's later write
-removed it: that write was decisive), or an extraction
+removed it: that write was decisive, and competes though its own message did
+not say the gold's words, a photo turn whose fact names them), or an extraction
 whose statements are all about other things (an evidence id may name a turn
 beside the one that says the answer); operations of the same
 moment, and the no-evidence fallback, are ordered by spectrum suspiciousness
@@ -864,6 +865,11 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     pool = [v for v in pool if not v.asked] or pool
     pool = [v for v in pool if not v.elsewhere] or pool
     if gold is not None:
+        # A loss of a unit stating the whole gold decides whatever its own message's words were (a photo
+        # turn's verdict is not grounded in the gold): it competes when it excuses a verdict of the pool.
+        removers = [v for v in verdicts if v not in pool and v.error_type in _LOSS_TYPES
+                    and any(_held_meanwhile(case.index, held, [v], gold) for held in pool)]
+        pool = pool + removers
         pool = [v for v in pool if not _held_meanwhile(case.index, v, pool, gold)] or pool
     operations = list(dict.fromkeys(v.operation for v in pool))
     if len(operations) == 1:
