@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memtrace_bench.config import locomo_dir
-from memtrace_bench.mem0_real.build import BuildOptions, build, default_mem0_python, error_type_of
+from memtrace_bench.mem0_real.build import BuildOptions, build, damages, default_mem0_python, error_type_of
 from memtrace_bench.mem0_real.server import SimulatedLLM, parse_answer_prompt, parse_decision_prompt
 from memtrace_bench.mem0_real.world import (
     World,
@@ -154,6 +154,25 @@ def test_reader_answers_from_what_the_context_says(world: World) -> None:
     (dia_id, key), = world.key_facts(sunrise)
     assert sunrise.evidence == ("D1:12",) and dia_id != "D1:12" and "(2022)" in key
     assert world.relevant(sunrise, f"1:56 pm on 8 May, 2023: {key}")
+
+
+def test_label_candidates_are_the_faults_that_lost_what_the_reader_answers_from(world: World) -> None:
+    what = next(q for q in world.questions() if q.question == "What did Caroline research?")
+    (dia_id, key), = world.key_facts(what)
+
+    def deleted(memory: str) -> dict[str, Any]:
+        return {"call_id": "D2:9/decide", "kind": "decide", "fault": "wrong DELETE 0", "lost": [memory]}
+
+    assert damages(world, what, deleted(key))
+    # The deleted memory held the key fact's words with another date and a side phrase dropped: not
+    # the sentence whole, but the reader answers from it, so repairing the delete may pass.
+    side = key.replace("(", "(1 January 2020; ").replace(" with the dream of having a family", "")
+    assert not carries(side, key) and damages(world, what, deleted(side))
+    # A memory of another turn stating the gold is read as well.
+    stating = "Caroline did research on adoption agencies (1 June 2023)."
+    assert not carries(stating, key) and damages(world, what, deleted(stating))
+    assert not damages(world, what, deleted("Melanie painted a lake at sunrise (8 May 2023)."))
+    assert not damages(world, what, deleted(key.replace("Caroline", "Melanie")))
 
 
 def test_prompt_parsers_and_embedding() -> None:

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from memtrace_bench.config import locomo_dir
+from memtrace_bench.locomo import QA
 from memtrace_bench.mem0_real.world import World, carries
 
-__all__ = ["BuildOptions", "build", "default_mem0_python", "error_type_of"]
+__all__ = ["BuildOptions", "build", "damages", "default_mem0_python", "error_type_of"]
 
 Progress = Callable[[str], None]
 
@@ -80,6 +81,22 @@ def error_type_of(call: dict[str, Any]) -> str:
     if kind == "search":
         return "RetrievalError"
     return "ResponseError"
+
+
+def damages(world: World, qa: QA, call: dict[str, Any]) -> bool:
+    """Whether a seeded-faulty ingestion call damaged what the reader of ``qa`` answers from: a
+    memory it lost (an extraction's oracle fact, a wrong decision's target as it was) that the
+    reader would answer from (:meth:`World.relevant`: it answers for a key fact or states the
+    gold), read as the reader reads it, besides one holding a key fact's sentence whole.
+
+    The label is the earliest single repair that passes; holding the sentence whole missed losses
+    the reader needed: a merged memory whose copy of the key fact had another date but whose other
+    sentence said it, or a memory stating the gold that was not the key fact's turn.
+    """
+    keys = [fact for _, fact in world.key_facts(qa)]
+    lost = [text for text in call.get("lost", []) if text]
+    return any(carries(text, key) for text in lost for key in keys) or any(world.relevant(qa, text)
+                                                                          for text in lost)
 
 
 def _order(call_id: str) -> tuple[int, int, int]:
@@ -195,8 +212,7 @@ def _label(options: BuildOptions, world: World, conversation: str,
     calls = sorted((c for c in run["calls"] if c.get("span")), key=lambda c: _order(c["call_id"]))
     candidates: dict[int, list[dict[str, Any]]] = {}
     for index in failed:
-        keys = [fact for _, fact in world.key_facts(by_index[index])]
-        ingestion = [c for c in calls if any(carries(lost, k) for lost in c.get("lost", []) for k in keys)]
+        ingestion = [c for c in calls if damages(world, by_index[index], c)]
         spans = answers[index]["spans"]
         query = [{"call_id": f"q{index}/search/{speaker}", "kind": "search", "fault": None,
                   "span": spans["search"].get(speaker)} for speaker in world.conversation.speakers]
