@@ -158,7 +158,7 @@ def test_reader_answers_from_what_the_context_says(world: World) -> None:
 
 def test_label_candidates_are_the_faults_that_lost_what_the_reader_answers_from(world: World) -> None:
     what = next(q for q in world.questions() if q.question == "What did Caroline research?")
-    (dia_id, key), = world.key_facts(what)
+    (_, key), = world.key_facts(what)
 
     def deleted(memory: str) -> dict[str, Any]:
         return {"call_id": "D2:9/decide", "kind": "decide", "fault": "wrong DELETE 0", "lost": [memory]}
