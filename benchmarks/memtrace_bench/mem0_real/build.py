@@ -6,9 +6,11 @@ Per conversation:
    asks its questions; spans go to ``spans/mem0-real-v<N>/<conversation>.jsonl`` in the build
    directory, and a copy of mem0's store is kept before each session.
 2. **Candidates** of a failed question, in the order they happened: the seeded-faulty calls of
-   ingestion whose damage touches the question's key facts (an extraction that lost or changed one
-   of them; a decision whose wrong target held one), then the question's own search per speaker,
-   then its answer call. A fault elsewhere could matter only through a cascade; it is not tried.
+   ingestion whose damage touches what the reader answers from (:func:`damages`: an extraction
+   that lost or changed a fact, a decision whose wrong target held a memory, holding a key fact's
+   sentence or answering for a key fact or stating the gold), then the question's own search per
+   speaker, then its answer call. A fault elsewhere could matter only through a cascade; it is not
+   tried.
 3. **Replays**, one call repaired at a time (answered by its oracle): an ingestion call re-runs
    ingestion from the copy of the store made before its session, then asks every failed question
    it is a candidate of; a search (oracle: what it returned after the speaker's live memories
