@@ -164,11 +164,23 @@ class FlatStage:
 
     def _own(self, name: str, content: str | None, kind: VariableKind) -> Variable:
         """The variable :meth:`write_own` writes, not yet among the outputs (the prompt and response
-        of an LLM stage are put before its parsed lines when its event is made)."""
+        of an LLM stage are put before its parsed lines when its event is made).
+
+        Its descriptor carries no content hash unless something reads one: a content hash is read
+        only to find a text in a store by reference (the uploader's, :func:`_fill_contents` of the
+        graph builder) or to move contents captured on a span into one (``externalize``). Without
+        content capture and without an uploader neither happens, and an own variable is never a
+        copy of another (:meth:`GraphIndex.original`) nor a record a retrieval returned
+        (``lineage._results``). So the BLAKE2b of the stage's prompt (4-7 kB on mem0), response and
+        parsed lines is skipped then; the kind and size, which the engines read, stay."""
+        owner = self._owner
         variable = Variable(name, 1, kind, content, self._context)
-        if content is not None and self._context is not None \
-                and (not self._capture or len(content) > self._limit):
-            self._owner.contents.put(variable.id, content)
+        if self._context is not None:
+            capture = self._capture
+            if content is not None and (not capture or len(content) > self._limit):
+                owner.contents.put(variable.id, content)
+            if not capture and owner.uploader is None:
+                variable.descriptor = _unhashed(variable)
         return variable
 
     def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> None:
@@ -262,6 +274,17 @@ class FlatStage:
         attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
         attributes[MemTraceStage.START] = self.start
         span.add_event(_STAGE, attributes, timestamp=self._end)
+
+
+def _unhashed(variable: Variable) -> str:
+    """The ``memtrace.variables`` descriptor of ``variable`` with its hash left empty
+    (``docs/conventions.md``: the hash of a stage's own variable is written only when read).
+
+    >>> _unhashed(Variable("mem0.add.extract.prompt:00ff", 1, VariableKind.PROMPT, "hello"))
+    'prompt 5  mem0.add.extract.prompt:00ff@1'
+    """
+    content = variable.content
+    return f"{variable.kind._value_} {len(content) if content is not None else 0}  {variable.id}"
 
 
 def _joined(values: list[str], limit: int | None) -> str | list[str]:
