@@ -1,0 +1,193 @@
+"""What recording less would save per mem0 ``add``: the instrumentation's own CPU, paired variants.
+
+Issue 28, item 1 asks for a mem0 ``add`` at or below the leanest OTel peer; the passes of
+``docs/performance.md`` found memtrace's own work per ``add`` spread thin, and asked what recording
+less would buy. Each variant here takes one thing out of what a traced ``add`` records (or, for the
+ceilings, everything a part records) by replacing one function of ``instrument/mem0/flat.py`` for a
+block of calls. They are measurements, not modes: most of them drop what an engine reads (said in
+``VARIANTS``), so a variant's saving is a ceiling, not an offer.
+
+The measure is ``mem0_add_breakdown.py --wrappers``'s: thread CPU inside every wrapper the
+instrumentor installs, less the call each wraps (the same offline mem0, one fact, on 1.x an ADD
+decision, five existing records found). One process, one ``Memory``; each round runs a block of the
+code as it is and a block of each variant, back to back, their order alternating between rounds; a
+variant's figure is the median over the rounds of (variant − code as it is) per ``add``, so the load
+of the machine, which moves whole blocks, mostly cancels. Each timed call also pays its timer, alike
+in both arms. Run it in a venv with mem0ai (``.ci/install-mem0-venvs.sh``)::
+
+    ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_record_less.py
+    ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_record_less.py \\
+        --variants own-hash --rounds 20 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mem0_add_breakdown as breakdown
+import mem0_overhead as bench
+from mem0_app import config
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, flat
+
+from openai_server import ScriptedOpenAIServer
+
+Patch = tuple[Any, str, Any]
+"""(owner, attribute, replacement) for the variant's blocks."""
+
+
+def _own_hashed() -> list[Patch]:
+    own = flat.FlatStage._own
+
+    def hashed(self: Any, name: str, content: str | None, kind: Any) -> Any:
+        variable = own(self, name, content, kind)
+        variable.descriptor = None  # described (and hashed) when the event is made, as before the fifth pass
+        return variable
+
+    return [(flat.FlatStage, "_own", hashed)]
+
+
+def _no_prompt_text() -> list[Patch]:
+    emit = flat.FlatStage.emit
+
+    def without(self: Any) -> None:
+        if self._llm is not None:
+            self._llm = (self._llm[0], [], self._llm[2])  # the prompt variable made of no messages
+        emit(self)
+
+    return [(flat.FlatStage, "emit", without)]
+
+
+def _no_reread() -> list[Patch]:
+    begin = flat._llm_begin
+
+    def without(stage: Any, spec: Any, add: Any, arguments: Any) -> None:
+        retrieved, add.retrieved = add.retrieved, []
+        try:
+            begin(stage, spec, add, arguments)
+        finally:
+            add.retrieved = retrieved
+
+    return [(flat, "_llm_begin", without)]
+
+
+def _no_llm_genai() -> list[Patch]:
+    return [(flat, "llm_call_attributes", lambda **_: {})]
+
+
+def _no_events() -> list[Patch]:
+    return [(flat.FlatStage, "emit", lambda self: None)]
+
+
+def _no_llm_search_stages() -> list[Patch]:
+    return [(flat, "_add_scope", lambda instance, component: None)]
+
+
+VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
+    "own-hash": (_own_hashed, "the LLM stages' own variables hashed again (the code before the fifth pass: "
+                              "a positive figure is what not hashing them saves)"),
+    "no-prompt-text": (_no_prompt_text, "no prompt text built or kept (the prompt's content: read by the "
+                                        "steps and carrying rules)"),
+    "no-reread": (_no_reread, "the decision stage not reading the records the search read (its input edges: "
+                              "read by every engine)"),
+    "no-llm-genai": (_no_llm_genai, "no gen_ai.request.model / gen_ai.provider.name on the LLM stage events "
+                                    "(read by no engine; shown in trace viewers)"),
+    "no-events": (_no_events, "ceiling: no stage event at all (events, links, own variables, descriptors)"),
+    "no-llm-search-stages": (_no_llm_search_stages, "ceiling: the LLM and search stages not recorded at all "
+                                                    "(their wrappers pass through)"),
+}
+
+
+def _apply(patches: list[Patch]) -> list[Patch]:
+    undo = []
+    for owner, name, value in patches:
+        undo.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+    return undo
+
+
+def measure(variants: list[str], rounds: int, block: int) -> dict[str, Any]:
+    breakdown._install_wrappers()
+    patches = {name: VARIANTS[name][0]() for name in variants}
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(bench._Discard()))
+    instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
+    base: list[float] = []
+    differences: dict[str, list[float]] = {name: [] for name in variants}
+    with ScriptedOpenAIServer(bench._llm) as server, tempfile.TemporaryDirectory() as data:
+        from mem0 import Memory
+
+        memory = Memory.from_config(config(server.base_url, data))
+        instrumentor.instrument(tracer_provider=provider)
+
+        def add() -> None:
+            memory.add(f"I note item {next(counter)} today.", user_id="u")
+
+        def timed(variant: str | None) -> float:
+            undo = _apply(patches[variant]) if variant else []
+            try:
+                add()  # the first call of a block warms the replaced code
+                breakdown._spent.clear()
+                for _ in range(block):
+                    add()
+                return sum(breakdown._spent.values()) / block * 1e6
+            finally:
+                _apply(undo)
+
+        for _ in range(20):  # warm up, and give the searches records to find
+            add()
+        for r in range(rounds):
+            for name in variants:
+                if r % 2:
+                    as_is = timed(None)
+                    changed = timed(name)
+                else:
+                    changed = timed(name)
+                    as_is = timed(None)
+                base.append(as_is)
+                differences[name].append(changed - as_is)
+        instrumentor.uninstrument()
+    provider.shutdown()
+    return {"as_is_us": statistics.median(base), "blocks": len(base), "block": block,
+            "variants": {name: {"difference_us": statistics.median(d), "rounds_us": d,
+                                "what": VARIANTS[name][1]} for name, d in differences.items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--block", type=int, default=20, help="traced adds per block")
+    parser.add_argument("--checkout", help="the memtrace checkout to import (read by mem0_overhead.py)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    result = measure(variants, args.rounds, args.block)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"Memory.add: the instrumentation's own thread CPU, {result['as_is_us']:.0f} us per call "
+              f"as it is (median of {result['blocks']} blocks of {result['block']})")
+        for name, found in result["variants"].items():
+            rounds = ", ".join(f"{d:+.0f}" for d in found["rounds_us"])
+            print(f"  {name:22s} {found['difference_us']:+7.1f} us  ({rounds})\n      {found['what']}")
+    sys.stdout.flush()
+    os._exit(0)  # mem0's local qdrant client closes at exit and may fail then (the interpreter is going)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
