@@ -15,7 +15,9 @@ layer stay independent of the writing side.
 * An **operation node id** is ``op:<trace_id>:<span_id>`` (lowercase hex).
 * An **evaluation text key** addresses one text of a verdict (question,
   prediction, gold, explanation) in a content store: ``<span_id>#<field>``.
-* A **content hash** is 16 hex chars of BLAKE2b over the UTF-8 text.
+* A **content hash** is 16 hex chars of BLAKE2b over the UTF-8 text; a descriptor's may be empty
+  where nothing reads it (a stage's own variables without content capture: ``docs/conventions.md``),
+  which readers take as no hash.
 """
 
 from __future__ import annotations

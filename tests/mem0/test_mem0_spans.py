@@ -400,3 +400,73 @@ def test_add_without_inference_writes_each_record_from_its_message(
     assert all(len(inputs) == 1 for inputs in read) and read[0] != read[1]
     assert {create[GenAI.MEMORY_RECORD_ID] for create in creates} == {
         r["id"] for r in memory.get_all(**scope(user_id=USER))["results"]}
+
+
+def _own_descriptors(span: Any) -> dict[str, tuple[str, str, str]]:
+    """The descriptors of the variables an LLM stage of ``span`` writes under its stage id: id -> (kind,
+    size, hash), from the joined ``memtrace.variables`` of its stage events."""
+    found = {}
+    for name, events in stages_of(span).items():
+        if name not in ("mem0.add.extract", "mem0.add.decide"):
+            continue
+        for event in events:
+            stage_id = event[MemTraceStage.ID]
+            for descriptor in event[MemTrace.VARIABLES]:
+                kind, size, digest, variable_id = descriptor.split(" ", 3)
+                if stage_id in variable_id:
+                    found[variable_id] = (kind, size, digest)
+    return found
+
+
+def test_own_variables_carry_no_hash_when_nothing_reads_one(no_content_env: None, instrumented: Any,
+                                                            memory: Any, llm_server: Any,
+                                                            span_exporter: InMemorySpanExporter) -> None:
+    # Content capture off, no store by reference: a hash of the prompt, response or parsed lines
+    # would be read by nothing (docs/conventions.md, "Stages as events"); kind and size stay.
+    add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    own = _own_descriptors(add)
+    kinds = sorted(kind for kind, _, _ in own.values())
+    stages = 2 if mem0_generation() == 1 else 1
+    assert kinds == sorted(["prompt", "response", "facts"] * stages), own
+    assert all(digest == "" and int(size) > 0 for _, size, digest in own.values()), own
+    # Every other variable the add describes keeps its hash (the message; the record it wrote).
+    others = [d for e in stages_of(add).values() for s in e for d in s.get(MemTrace.VARIABLES, ())
+              if d.split(" ", 3)[3] not in own] + list(add.attributes[MemTrace.VARIABLES])
+    assert others and all(len(d.split(" ", 3)[2]) == 16 for d in others), others
+    # The graph reads the empty hash as none, the kind and size as written.
+    graph = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
+    for variable_id, (kind, size, _) in own.items():
+        data = graph.nodes[variable_id]
+        assert (data["kind"], data["size"], data["hash"]) == (kind, int(size), ""), data
+
+
+def test_own_variables_are_hashed_when_stored_by_reference(llm_server: Any, tmp_path: Any,
+                                                           span_exporter: InMemorySpanExporter,
+                                                           tracer_provider: Any) -> None:
+    # With a store by reference the hash is the text's address: each own variable is hashed and
+    # uploaded, and resolves back to its text from the store.
+    from mem0 import Memory
+
+    from memtrace_otel import MemoryTracer
+    from memtrace_otel.content import open_store
+    from memtrace_otel.wire import content_hash
+
+    tracer = MemoryTracer(tracer_provider, capture_content=False, upload_base_path=str(tmp_path / "store"))
+    instrumentor = Mem0Instrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider, memory_tracer=tracer)
+    memory = Memory.from_config(config(llm_server.base_url, str(tmp_path / "mem0")))
+    try:
+        add_fact(memory, llm_server, "Moved to Lisbon", "I moved to Lisbon.")
+    finally:
+        instrumentor.uninstrument()
+        getattr(memory, "close", lambda: None)()
+    assert tracer.force_flush()
+    (add,) = spans_by_name(span_exporter)["mem0.add"]
+    own = _own_descriptors(add)
+    assert own and all(len(digest) == 16 for _, _, digest in own.values()), own
+    store = open_store(str(tmp_path / "store"))
+    for variable_id, (kind, size, digest) in own.items():
+        text = store.read(digest)
+        assert content_hash(text) == digest and len(text) == int(size), (variable_id, kind)
+    assert any(kind == "prompt" and "Lisbon" in store.read(digest) for kind, _, digest in own.values())
