@@ -470,3 +470,51 @@ def test_own_variables_are_hashed_when_stored_by_reference(llm_server: Any, tmp_
         text = store.read(digest)
         assert content_hash(text) == digest and len(text) == int(size), (variable_id, kind)
     assert any(kind == "prompt" and "Lisbon" in store.read(digest) for kind, _, digest in own.values())
+
+
+def test_the_record_less_variants_leave_out_what_they_say(no_content_env: None, instrumented: Any,
+                                                          memory: Any, llm_server: Any,
+                                                          span_exporter: InMemorySpanExporter) -> None:
+    # benchmarks/performance/mem0_record_less.py measures what leaving each thing out saves: a variant
+    # that left nothing out would measure zero and say "no saving". Each must change what an add records.
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
+    import mem0_record_less as record_less
+
+    calls = iter(range(100))
+
+    def recorded(variant: str | None) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+        span_exporter.clear()
+        undo = record_less._apply(record_less.VARIANTS[variant][0]()) if variant else []
+        n = next(calls)  # facts of their own: mem0 2.x stores no memory twice
+        try:
+            add_fact(memory, llm_server, f"Moved to city {n}", f"I moved to city {n}.")
+            add_fact(memory, llm_server, f"Has {n} dogs", f"I have {n} dogs.")  # its search finds the first
+        finally:
+            record_less._apply(undo)
+        add = spans_by_name(span_exporter)["mem0.add"][-1]
+        return add, stages_of(add)
+
+    as_is, stages = recorded(None)
+    llm = [e for name in ("mem0.add.extract", "mem0.add.decide") for e in stages.get(name, [])]
+    assert llm and stages["mem0.add.search"] and all(GenAI.REQUEST_MODEL in e for e in llm)
+    assert all(digest == "" for _, _, digest in _own_descriptors(as_is).values())
+
+    add, _ = recorded("own-hash")
+    assert all(len(digest) == 16 for _, _, digest in _own_descriptors(add).values())
+    add, _ = recorded("no-prompt-text")
+    assert all(size == "0" for kind, size, _ in _own_descriptors(add).values() if kind == "prompt")
+    _, found = recorded("no-llm-genai")
+    assert not any(GenAI.REQUEST_MODEL in e for name in ("mem0.add.extract", "mem0.add.decide")
+                   for e in found.get(name, []))
+    _, found = recorded("no-events")
+    assert not found
+    _, found = recorded("no-llm-search-stages")
+    assert found and not {"mem0.add.extract", "mem0.add.decide", "mem0.add.search"} & set(found)
+    if mem0_generation() == 1:  # the decision reads the records the search found, unless left out
+        records = {i for e in stages["mem0.add.search"] for i in e[MemTrace.INPUTS] if i.startswith("mem0:")}
+        assert records and records <= set(stages["mem0.add.decide"][0][MemTrace.INPUTS])
+        _, found = recorded("no-reread")
+        assert not records & set(found["mem0.add.decide"][0][MemTrace.INPUTS])
