@@ -411,7 +411,7 @@ class _Mem0:
             op.delete(self.units.pop(dia_id))
 
     def ask(self, question: str, gold: str, evidence: list[str], returned: list[str], *,
-            stores: dict[str, list[str]] | None = None) -> None:
+            stores: dict[str, list[str]] | None = None, prediction: str = "I don't know") -> None:
         """``stores``: one search per store, in order, each returning the units listed (else one search of
         store ``s`` returning ``returned``); a search is remembered as ``search`` or ``search <store>``."""
         contexts = []
@@ -428,10 +428,10 @@ class _Mem0:
             op.read("query:q1", content=question, kind=VariableKind.QUERY)
             for context in contexts:
                 op.read(context)
-            answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
+            answer = op.write("answer:q1", prediction, kind=VariableKind.ANSWER)
         with self.mt.operation("app.judge", Category.EVALUATION) as op:
             op.read(answer)
-            op.record_evaluation(False, question=question, prediction="I don't know", gold=gold,
+            op.record_evaluation(False, question=question, prediction=prediction, gold=gold,
                                  evidence=evidence, answer=answer, case_id="q1")
 
 
@@ -813,6 +813,33 @@ def test_an_earlier_search_that_passed_over_a_unit_saying_the_whole_answer_faile
                stores={"joanna": ["D5:12"], "nate": ["D5:7"]})
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
+
+
+@pytest.mark.parametrize(("jolene_returned", "blamed", "error_type"), [
+    (["D23:2"], "search jolene", ErrorType.RETRIEVAL),
+    (["D23:1"], "answer", ErrorType.RESPONSE),
+])
+def test_a_search_that_returned_the_unit_is_not_the_miss_another_evidence_search_made(
+        tracer_provider, span_exporter, jolene_returned, blamed, error_type):
+    """One search per speaker, Deborah's first, and an evidence message of each. Deborah's search returned
+    her unit saying she was in Rio; Jolene's passed over hers. A unit alive in the store that the search
+    returned is no sign that the search missed it: Jolene's search, which left her unit out, is to blame,
+    not the earlier one. With both units returned, no search missed anything: the reader is to blame."""
+    system = _Mem0(tracer_provider)
+    system.add("D23:1", "[30 August 2023] Jolene: Yesterday my partner and I got back from an awesome "
+               "trip to Rio de Janeiro.",
+               "Jolene went on a trip to Rio de Janeiro with her partner (29 August 2023).", store="jolene")
+    system.add("D23:2", "[30 August 2023] Jolene: I bought a new yoga mat for my classes.",
+               "Jolene bought a new yoga mat for her classes (30 August 2023).", store="jolene")
+    system.add("D23:18", "[30 August 2023] Deborah: Three years ago I was also in Rio de Janeiro, I took a "
+               "beautiful photo on one of the excursions.",
+               "Deborah took a beautiful photo on an excursion in Rio de Janeiro three years ago (2020).",
+               store="deborah")
+    system.ask("Have Deborah and Jolene been to Rio de Janeiro?", "yes", ["D23:18", "D23:1"], [],
+               stores={"deborah": ["D23:18"], "jolene": jolene_returned},
+               prediction="Deborah took a beautiful photo on an excursion in Rio de Janeiro")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
 @pytest.mark.parametrize(("shown", "blamed", "error_type"), [

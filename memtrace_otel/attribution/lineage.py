@@ -180,6 +180,10 @@ class Verdict:
     elsewhere: bool = False
     """The verdict is an extraction whose statements are all about other things: its message (an
     evidence id names a turn near the one saying the answer) may not have stated the fact."""
+    returned: bool = False
+    """The verdict blames a search for a unit alive in its store that the answerer's context holds: the
+    search returned what the presence test sees carrying the fact, so it is not shown to have missed it
+    (the fact may need more than the test sees, or another evidence message's part was what was lost)."""
 
 
 def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
@@ -256,8 +260,12 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             continue
         return _read_verdict(case, op, carrier)
     if alive:
-        first = next((op for op in retrievals if _same_store(index, op, alive[0], retrievals)), None)
-        return _read_verdict(case, first or case.generator, alive[0])
+        missed = _not_returned(case, alive)
+        unit = (missed or alive)[0]
+        first = next((op for op in retrievals if _same_store(index, op, unit, retrievals)), None)
+        verdict = _read_verdict(case, first or case.generator, unit)
+        verdict.returned = not missed
+        return verdict
     if carries(case.answer):
         return Verdict(
             case.generator,
@@ -266,6 +274,15 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             case.answer,
         )
     return None
+
+
+def _not_returned(case: LineageCase, alive: list[str]) -> list[str]:
+    """Of ``alive`` (units carrying the fact at the question), those the answerer's context does not hold
+    (a unit whose words are all in a context the answerer read was returned)."""
+    index = case.index
+    contexts = [index.tokens(v) for v in index.inputs(case.generator)
+                if index.data(v).get("kind") not in _NOT_CONTEXT]
+    return [v for v in alive if not any(index.tokens(v) <= held for held in contexts)]
 
 
 def _no_further(case: LineageCase, question: str, alive: list[str], lost: list[str]) -> list[str]:
@@ -861,6 +878,7 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
     if gold is not None:
         pool = pool + _missed_parts(case.index, verdicts, pool, gold)
+    pool = [v for v in pool if not v.returned] or pool
     pool = [v for v in pool if v.error_type is not ErrorType.RESPONSE] or pool
     pool = [v for v in pool if not v.asked] or pool
     pool = [v for v in pool if not v.elsewhere] or pool
