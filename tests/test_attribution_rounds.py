@@ -842,6 +842,27 @@ def test_a_search_that_returned_the_unit_is_not_the_miss_another_evidence_search
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+def test_gold_words_a_question_asks_do_not_ground_its_extractions_drop(tracer_provider, span_exporter):
+    """An inferred gold ("Likely no; since this one went badly") shares a common word with a sentence of one
+    evidence message that asks ("What's been up since we last talked?"). A question states no fact: that
+    word is the asker's, not the answer said, so the verdict on that message's extraction (it kept nothing
+    of "since") is no better grounded than the other message's, whose unit the search passed over."""
+    system = _Mem0(tracer_provider)
+    system.add("D18:1", "[20 October 2023] Melanie: Hey Caroline, that roadtrip this past weekend was "
+               "insane! What's been up since we last talked?",
+               "Melanie went on a road trip with her family (20 October 2023).")
+    system.add("D18:3", "[20 October 2023] Melanie: Yeah, our trip got off to a bad start. I was really "
+               "scared when we got into the accident.",
+               "Melanie's road trip got off to a bad start with an accident that scared her "
+               "(20 October 2023).")
+    system.add("D18:9", "[20 October 2023] Melanie: I finished a new painting of the lake.",
+               "Melanie finished a new painting of the lake (20 October 2023).")
+    system.ask("Would Melanie go on another roadtrip soon?", "Likely no; since this one went badly",
+               ["D18:1", "D18:3"], ["D18:9", "D18:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
 @pytest.mark.parametrize(("shown", "blamed", "error_type"), [
     ("Jolene aims to work on projects on renewable energy and on providing clean water to those with "
      "limited access (26 August 2023).", "search", ErrorType.RETRIEVAL),

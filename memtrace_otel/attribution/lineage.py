@@ -834,7 +834,9 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
         return None
     if verdict.error_type is ErrorType.RETRIEVAL and stated is not None and not structural:
         verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked)) or verdict
-    verdict.gold_grounded = info.source == "gold" and not structural
+    # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
+    # "since this one went badly") are the asker's, not the answer said.
+    verdict.gold_grounded = info.source == "gold" and not structural and not _is_question(info.text)
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
     verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
                          and index.category(verdict.operation) in _EXTRACTION_ROLES
