@@ -863,6 +863,31 @@ def test_gold_words_a_question_asks_do_not_ground_its_extractions_drop(tracer_pr
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 
 
+@pytest.mark.parametrize(("said_on", "blamed", "error_type"), [
+    ("11 January 2024", "search", ErrorType.RETRIEVAL),
+    ("3 March 2023", "extract D25:8", ErrorType.EXTRACTION),
+])
+def test_a_unit_of_the_same_day_stating_the_gold_holds_what_an_extraction_about_other_things_left(
+        tracer_provider, span_exporter, said_on, blamed, error_type):
+    """The evidence is a photo of a kayak; its extraction wrote about the rest of the message. A unit from
+    the same speaker's turn of that day says the whole gold ("enjoys kayaking"), though none of the
+    question's words: the day's turns talk about one thing, so memory held the answer and the search that
+    passed over it is to blame. The same words said on another day are another occasion's: nothing ties
+    them to the photo, and the extraction stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D25:8", "[11 January 2024] Evan: Nature really has a way of calming the soul. Last summer I "
+               "took this pic on a camping trip. [shares a photo of a kayak seen from the front of the boat]",
+               "Nature has a way of calming the soul (11 January 2024).")
+    system.add("D25:9", "[11 January 2024] Evan: My new car is blue.",
+               "Evan's new car is blue (11 January 2024).")
+    system.add("D25:10", f"[{said_on}] Evan: I love kayaking on the lake, it is so peaceful.",
+               f"Evan enjoys kayaking on the water and finds it peaceful ({said_on}).")
+    system.ask("What did Evan share a photo of that was taken on a camping trip?", "a kayak", ["D25:8"],
+               ["D25:9"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 @pytest.mark.parametrize(("shown", "blamed", "error_type"), [
     ("Jolene aims to work on projects on renewable energy and on providing clean water to those with "
      "limited access (26 August 2023).", "search", ErrorType.RETRIEVAL),

@@ -26,7 +26,7 @@ from itertools import chain
 from memtrace_otel.attribution.anchored import months_and_years
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
-from memtrace_otel.attribution.presence import Information, tokenize, weighted_share
+from memtrace_otel.attribution.presence import Information, split_header, tokenize, weighted_share
 from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import MONTH_NAMES
 
@@ -218,6 +218,10 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked)
                                        if not carries.dated_otherwise(v)]):
         return found
+    if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked,
+                                                               session_of=carries.evidence)
+                                       if not carries.dated_otherwise(v)]):
+        return found
     speaker = info.exact - info.gold.keys()
     statements = _statements(index, op)
     if not any(speaker <= tokens for tokens in statements):
@@ -264,7 +268,7 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
     return list(found)
 
 
-def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str]
+def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False
                   ) -> Callable[[frozenset[str]], bool] | None:
     """The test of a line stating the whole ``gold``: :data:`_STATES_GOLD_SHARE` of it, its exact tokens and
     ``exact``, and a word of the question (``asked``) besides them and its dates (a "3" in a line about
@@ -277,20 +281,27 @@ def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str
     topic = frozenset(t for t in asked - exact if not t.isdigit() and t not in MONTH_NAMES)
 
     def states(line: frozenset[str]) -> bool:
-        return (exact <= line and (not topic or not topic.isdisjoint(line))
+        return (exact <= line and (topic_free or not topic or not topic.isdisjoint(line))
                 and weighted_share(weights, line) >= _STATES_GOLD_SHARE)
     return states
 
 
-def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str]
-                 ) -> list[str]:
+def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
+                 session_of: str | None = None) -> list[str]:
     """Memory units alive in the question's stores when it is asked, not held by the answer's context,
     with a line stating the whole ``gold`` (:func:`_states_whole`, ``exact`` the evidence's exact tokens).
     Sorted by name.
+
+    With ``session_of`` (the evidence message), only units written from a message said the same day, whose
+    line need not hold a word of the question: one conversation's turns of a day talk about one thing (a
+    photo and what its speaker says of it next), so that day is what ties the unit to the question.
     """
     index = case.index
-    states = _states_whole(gold, exact, asked)
+    states = _states_whole(gold, exact, asked, topic_free=session_of is not None)
     if states is None:
+        return []
+    day = _day_of(index, session_of) if session_of is not None else None
+    if session_of is not None and day is None:
         return []
     unread = _unread_by(case)
     weights, exact = gold.gold, gold.exact | exact
@@ -299,9 +310,20 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
     for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
         if (index.produced_at(variable) < case.query_time and _memory(index, variable)
                 and _alive_at_question(case, variable) == variable and unread(variable)
-                and any(states(line) for line in index.lines(variable))):
+                and any(states(line) for line in index.lines(variable))
+                and (day is None or any(_day_of(index, m) == day for m in index.origin_messages(variable)))):
             found.append(variable)
     return found
+
+
+def _day_of(index: GraphIndex, message: str) -> str | None:
+    """The day a message's header says it was sent (``8 May 2023``); ``None`` without a dated header."""
+    header = split_header(index.message_text(message) or "")[0]
+    match = _HEADER_DAY.search(header)
+    return f"{int(match.group(1))} {match.group(2).lower()} {match.group(3)}" if match else None
+
+
+_HEADER_DAY = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")
 
 
 def _alive_at_question(case: LineageCase, variable: str) -> str | None:
