@@ -29,7 +29,9 @@ off the graph without a model:
    outputs do not is to blame -- the op that wrote the answer a
    ResponseError whatever its category, a retrieval or rerank a
    RetrievalError. A unit alive in the searched scope and not returned is
-   that search's RetrievalError. A unit from elsewhere (another message's
+   that search's RetrievalError (one the answerer's context holds was
+   returned: the search is not shown to have missed it, and yields to
+   another evidence message's verdict or the reader's). A unit from elsewhere (another message's
    saying of the fact) counts so only when no loss on the evidence's own
    lineage came first and decided: an extraction that stored none of it
    did not when the unit's write read memory descended from the evidence (a
@@ -70,8 +72,10 @@ off the graph without a model:
    An extraction whose statements are all about other parts of its message is
    not shown to have dropped the fact (an evidence id may name the turn beside
    the one saying it, an abstractive gold is inferred): if memory held a unit
-   stating the whole gold, or the units it wrote restating the message, alive
-   and not returned, the question's earliest search of their store is blamed.
+   stating the whole gold (with a word of the question, or written from a
+   message said the same day), or the units it wrote restating the message,
+   alive and not returned, the question's earliest search of their store is
+   blamed.
    Nor is one that wrote nothing after reading a memory stating the fact (an
    additive extractor is shown the similar memories and writes only new
    facts): the search that passed over that memory is. Nor is one whose
@@ -80,7 +84,9 @@ off the graph without a model:
    statement is followed into that memory.
 
 When several evidence messages each point at a different operation, the
-earliest in execution order wins (MemTrace's rule), unless it is an extraction
+earliest in execution order wins (MemTrace's rule; a verdict is grounded in
+the gold's words only when the evidence sentence states them, not when it
+asks), unless it is an extraction
 that dropped its message's part, or a write that removed its message's unit,
 while a unit stating the whole gold was stored (another verdict's later write
 removed it: that write was decisive, and competes though its own message did
