@@ -991,6 +991,50 @@ def test_a_window_that_folded_the_message_in_lossily_failed_to_extract_it(tracer
     assert (verdict.operation, verdict.error_type) == (t.ops["fold"], ErrorType.EXTRACTION)
 
 
+PARTNER = ("Caroline: Yeah, totally! It's great we both face the same challenges, it motivates us and it's "
+           "like having a partner to dance with!")
+PARTNER_OTHERS = ("Caroline: I keep facing new challenges at work every single day.",
+                  "Caroline: My partner and I love to dance on weekends.",
+                  "Caroline: It motivates us to keep going, and it's great fun.")
+
+
+def test_a_window_cut_to_a_messages_first_word_holds_no_abstractive_fact_across_other_messages_lines(
+        tracer_provider, span_exporter):
+    """Long-Context folds each message into one window; the fold of the evidence kept only its first words
+    ("Yeah totally It's ..."). The gold is abstractive (none of its words in the message), so the fact is
+    the whole message. Across the window's other lines -- other messages, quoted word for word -- most of
+    the message's words are there, but none of those lines is this message's saying; and a cut of one
+    word restates nothing of it. The fold failed to put the message into memory: an ExtractionError, not
+    the reader's (the window's words) nor the later fold's (the cut line's one word)."""
+    t = Tracked(tracer_provider)
+    lines: list[str] = []
+    window = None
+    for n, said in enumerate(PARTNER_OTHERS, 1):
+        with t.op(f"fold D1:{n}", "memory_system.memory_update", Category.UPDATE) as op:
+            op.read(f"msg:D1:{n}", content=said, kind=VariableKind.MESSAGE)
+            lines.append(said)
+            window = (op.update(window, "\n".join(lines)) if window is not None
+                      else op.write("memory-unit", "\n".join(lines), kind=VariableKind.MEMORY_UNIT))
+    assert window is not None
+    with t.op("fold", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D1:9", content=PARTNER, kind=VariableKind.MESSAGE)
+        lines.append("Caroline: Yeah totally It's ...")
+        window = op.update(window, "\n".join(lines))
+    with t.op("fold later", "memory_system.memory_update", Category.UPDATE) as op:
+        op.read("msg:D1:10", content="Melanie: Glad to hear that, see you soon!", kind=VariableKind.MESSAGE)
+        lines.append("Melanie: Glad to hear that, see you soon!")
+        window = op.update(window, "\n".join(lines))
+    question = "How does Caroline see her friendship with Melanie?"
+    with t.op("retrieve", "memory_system.retrieve", Category.RETRIEVAL) as op:
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
+        op.read(window)
+        context = op.write("context:q1", str(window.content), kind=VariableKind.CONTEXT)
+    t.answer(context, question=question,
+             gold="as mutual encouragement between friends", evidence="D1:9")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (t.ops["fold"], ErrorType.EXTRACTION)
+
+
 def test_a_memcell_that_left_the_message_out_lost_it_whatever_its_summary_quotes(
         tracer_provider, span_exporter):
     """EverMemOS's boundary detector cuts a memcell from the buffer: the messages it keeps, and a topic

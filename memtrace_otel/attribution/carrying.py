@@ -185,6 +185,8 @@ class Carrying:
             texts, lines = [texts[i] for i in kept], [lines[i] for i in kept]
             sources = [sources[i] for i in kept]
         own_lines = [line for line, quoted in zip(lines, sources, strict=True) if own(quoted)]
+        if info.whole:
+            tokens = _across_lines(tokens, lines, sources, self.evidence)
         if info.carried_by_lines(tokens, own_lines):
             return True
         # Another speaker's line says it of the person asked about only by naming them: "My mother also
@@ -369,7 +371,10 @@ class Carrying:
         total = math.fsum(said.values())
         if not total:
             return False
-        return any(weighted_share(said, tokens, total) >= _RESTATED_SHARE
+        # A statement of fewer than three words (a message cut to its first words, "Yeah totally It's
+        # ...") says no fact of it, whatever share of the message's words that one word weighs.
+        return any(len(tokens - keep) >= _PARAPHRASE_MIN_WORDS
+                   and weighted_share(said, tokens, total) >= _RESTATED_SHARE
                    and not index.quoted_message(text) - {self.evidence}
                    for text, tokens in index.pieces(variable))
 
@@ -650,6 +655,28 @@ def _read_stores(index: GraphIndex, answer_slice: set[str]) -> list[str] | None:
         if index.data(op).get("type") == OPERATION and index.category(op) in _READ_SIDE
     )
     return sorted({s for s in stores if isinstance(s, str) and s}) or None
+
+
+def _across_lines(tokens: frozenset[str], lines: list[frozenset[str]], sources: list[frozenset[str]],
+                  evidence: str) -> frozenset[str]:
+    """The words a text holds across its lines for a fact that is a whole message (no sentence singled
+    out): ``tokens`` less the lines quoting other messages word for word.
+
+    A memory's statements about one message may spread its fact over several lines (an extractor
+    writes a fact per sentence), but in a window of raw messages each line is its own message: a
+    window of a hundred turns holds most words of any message's sentence across the other turns,
+    and none of them is this message's saying.
+
+    >>> a, b = frozenset({"dance", "partner"}), frozenset({"face", "challeng"})
+    >>> sorted(_across_lines(a | b, [a, b], [frozenset({"m1"}), frozenset({"m2"})], "m1"))
+    ['dance', 'partner']
+    >>> sorted(_across_lines(a | b, [a, b], [frozenset(), frozenset()], "m1"))
+    ['challeng', 'dance', 'face', 'partner']
+    """
+    if not any(quoted - {evidence} for quoted in sources):
+        return tokens
+    return frozenset().union(*(line for line, quoted in zip(lines, sources, strict=True)
+                               if not quoted or evidence in quoted))
 
 
 def truncated(index: GraphIndex, variable: str) -> bool:
