@@ -755,3 +755,44 @@ def test_a_gold_number_only_in_the_header_clock_leaves_the_extraction_blameless(
                                              gold="every three months", evidence="D1:1")
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_a_line_naming_only_who_is_asked_about_is_no_other_memory_stating_the_gold(
+        tracer_provider, span_exporter):
+    """MemBase's Mem0 names the speaker only in the message's record. The extraction of Tim's turn about
+    starting the piano wrote only that he "talked about learning"; another turn's memory, "Tim's favorite
+    song to play on the piano ...", holds both gold words and, of the question's words, only his name. It
+    answers another question (what he plays), not what he started learning: memory never held the fact,
+    and the extraction that dropped it is the fault, not the search that passed over that memory."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+    from memtrace_otel.attribution import ErrorType
+
+    question, gold = "What new activity has Tim started learning in August 2023?", "play the piano"
+    turns = {"D1": ("2023-08-21T10:00:00", "I've also started learning how to play the piano - it's a "
+                    "learning curve, but it's so satisfying seeing the progress I make!",
+                    "Tim talked about learning finds satisfying."),
+             "D2": ("2023-08-21T10:05:00", "My favorite song to play on the piano is the Harry Potter theme.",
+                    "Tim's favorite song to play on the piano is the Harry Potter theme."),
+             "D3": ("2023-08-21T10:06:00", "I read a bunch of fantasy books for school.",
+                    "Tim reads fantasy books for school.")}
+    mt = MemoryTracer(tracer_provider, capture_content=True)
+    ops: dict[str, str] = {}
+    units = {}
+    for key, (when, said, fact) in turns.items():
+        record = {"content": said + "\nBelow is this message's metadata:\nSpeaker Name: Tim\n", "name": "Tim",
+                  "timestamp": when}
+        with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
+            ops[key] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+            message = op.read(f"msg:{key}", content=json.dumps(record), kind=VariableKind.MESSAGE)
+            facts = op.write(f"facts:{key}", json.dumps([fact]), kind=VariableKind.FACTS)
+            op.step("extract", [message], [facts])
+        if key == "D1":
+            continue  # the decision found nothing to store in a fact this vague
+        with mt.operation("create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
+            op.read(facts)
+            units[key] = op.write(f"mem:{key}", json.dumps({"memory": fact, "timestamp": when}),
+                                  kind=VariableKind.MEMORY_UNIT)
+    _ask(mt, ops, question, [units["D3"]], "I don't know.", gold, ["D1"])
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["D1"], ErrorType.EXTRACTION)
+

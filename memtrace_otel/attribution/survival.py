@@ -215,8 +215,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     if carries.structural or wrote_about(case, carries, op, asked=asked) is not False:
         return []
     unread = _unread_by(case)
-    if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked)
-                                       if not carries.dated_otherwise(v)]):
+    found = stating_gold(case, gold, info.exact, _topic(case, carries, asked)) if gold is not None else []
+    if found := [v for v in found if not carries.dated_otherwise(v)]:
         return found
     if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked,
                                                                session_of=carries.evidence)
@@ -252,7 +252,7 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
     if carries.structural or _statements(index, op):
         return []
     said = _weights(index, tokenize(info.text))
-    whole = _states_whole(gold, info.exact, asked) if gold is not None else None
+    whole = _states_whole(gold, info.exact, _topic(case, carries, asked)) if gold is not None else None
     unread = _unread_by(case)
     found: dict[str, None] = {}
     for variable in sorted(index.inputs(op)):
@@ -266,6 +266,18 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
         if current is not None and unread(current):
             found[current] = None
     return list(found)
+
+
+def _topic(case: LineageCase, carries: Carrying, asked: frozenset[str]) -> frozenset[str]:
+    """The question's words (``asked``) less the name of who said the evidence: what the question asks
+    about that person.
+
+    The person asked about is named by every memory of theirs; where the message says who spoke only
+    in its record (a ``name`` field, a metadata line), the name is not among the information's exact
+    tokens, and a line about anything else of theirs ("Tim's favorite song to play on the piano")
+    would pass for one answering "What new activity has Tim started learning?" by the name alone.
+    """
+    return asked - tokenize(case.index.speaker(carries.evidence))
 
 
 def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False
