@@ -68,6 +68,7 @@ _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
 _LINK_VARIABLE = MemTraceLink.VARIABLE
 _EMPTY_BLAKE2B = _blake2b(digest_size=8)
 """Copied for each content hash (as ``wire.content_hash`` does): cheaper than a new ``blake2b``."""
+_new_operation = object.__new__
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -86,6 +87,20 @@ class _Owner(Protocol):
 
 def _kind(kind: VariableKind | str) -> VariableKind:
     return kind if isinstance(kind, VariableKind) else VariableKind(kind)
+
+
+def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) -> Operation:
+    """``Operation(owner, name, category, span_name=name, kind=INTERNAL, attributes=start)``, the most common
+    operation, made without ``__init__``'s keyword arguments and its frame (the class holds the rest)."""
+    operation = _new_operation(Operation)
+    operation._owner = owner
+    operation.name = name
+    operation.category = category
+    operation._span_name = name
+    operation._start = start
+    operation.inputs = []
+    operation.outputs = []
+    return operation
 
 
 def current_operation() -> Operation | None:
@@ -123,6 +138,10 @@ class Operation:
     _finished = False
     _token: object | None = None
     _op_token: contextvars.Token[Operation | None] | None = None
+    # The defaults of a plain operation (``MemoryTracer.operation(name, category)``, made by :func:`_plain`).
+    gen_ai_operation: GenAIOperation | str | None = None
+    _named = False
+    _kind = SpanKind.INTERNAL
 
     def __init__(
         self,
@@ -215,13 +234,19 @@ class Operation:
                                                          else _kind(kind), content)
             if new:
                 self._remember_content(variable)
-        # _input, inlined: every traced read comes here.
+        # _input and the first link to a producer, inlined: every traced read comes here.
         self.inputs.append(variable)
         producer = variable.producer
         if producer is not None and self._recording:
-            linked = self._linked
-            if linked is None or producer.span_id not in linked:
-                self._link(producer, variable.id)
+            # A SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid):
+            # its items read directly, without a property's frame each.
+            linked, span_id = self._linked, producer[1]
+            if (linked is None or span_id not in linked) and producer[5]:
+                if linked is None:
+                    self._linked = {span_id}
+                else:
+                    linked.add(span_id)
+                self._link_once(producer, variable.id)
         return variable
 
     def read_record(
@@ -497,13 +522,18 @@ class Operation:
             if self._linked is None:
                 self._linked = set()
             self._linked.add(producer.span_id)
-            parent = getattr(self.span, "parent", None)
-            if parent is not None and parent.span_id == producer.span_id \
-                    and parent.trace_id == producer.trace_id:
+            self._link_once(producer, variable_id)
+
+    def _link_once(self, producer: SpanContext, variable_id: str) -> None:
+        # The first read of a valid producer's variable (``_linked`` already holds its span id).
+        span, context = self.span, self._context
+        if context is None or context[0] == producer[0]:  # the same trace: the producer may be the parent
+            parent = getattr(span, "parent", None)
+            if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
                 # The parent relation already says it; and Jaeger keeps one reference per span,
                 # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
                 return
-            self.span.add_link(producer, {_LINK_VARIABLE: variable_id})
+        span.add_link(producer, {_LINK_VARIABLE: variable_id})
 
     def _output(self, variable: Variable) -> None:
         # An output is described on this span: with content capture on, its content goes on the
@@ -525,49 +555,64 @@ class Operation:
 
     def _flush_lineage(self) -> None:
         # One loop over each list, no comprehension (each costs a function frame in CPython 3.11,
-        # a quarter of a microsecond on one- and two-element lists): this runs at the end of every
-        # traced operation.
+        # a quarter of a microsecond on one- and two-element lists), the descriptors made in the same
+        # loops and a new version's inline: this runs at the end of every traced operation.
         owner = self._owner
         attributes: dict[str, AttributeValue] = {}
         inputs, outputs = self.inputs, self.outputs
-        described: list[Variable] = []  # external inputs (no producer): described at first read
+        capture, uploader = owner.capture_content, owner.uploader
+        # Described once each, in this order: external inputs (no producer) at every read, then outputs.
+        described: list[Variable] | None = [] if capture or uploader is not None else None
+        descriptors: list[str] = []
         if inputs:
             input_ids = []
             for v in inputs:
                 input_ids.append(v.id)
                 if v.producer is None:
-                    described.append(v)
+                    descriptors.append(v.descriptor or _descriptor(v))
+                    if described is not None:
+                        described.append(v)
             attributes[_INPUTS] = input_ids
         if outputs:
             output_ids = []
             for v in outputs:
                 output_ids.append(v.id)
-                described.append(v)
+                descriptor = v.descriptor
+                if descriptor is None:  # a version this operation wrote: _descriptor, inlined
+                    content = v.content
+                    digest = v._hash
+                    if digest is None:
+                        hasher = _EMPTY_BLAKE2B.copy()
+                        try:
+                            hasher.update((content or "").encode())
+                        except UnicodeEncodeError:
+                            hasher.update((content or "").encode("utf-8", "replace"))
+                        digest = v._hash = hasher.hexdigest()
+                    descriptor = v.descriptor = \
+                        f"{v.kind._value_} {len(content) if content is not None else 0} {digest} {v.id}"
+                descriptors.append(descriptor)
+                if described is not None:
+                    described.append(v)
             attributes[_OUTPUTS] = output_ids
             if self._deleted:
                 attributes[_DELETED] = [v.id for v in outputs if v.deleted]
-        # Describe each variable once: outputs here, external inputs (no producer) at first read.
-        if described:
-            descriptors = []
-            for v in described:
-                descriptors.append(v.descriptor or _descriptor(v))
+        if descriptors:
             attributes[_VARIABLES] = descriptors
-            if owner.capture_content:
-                limit = owner.content_max_chars
-                contents = []
-                for v in described:
-                    content = v.content
-                    contents.append("" if content is None else content if len(content) <= limit
-                                    else content[:limit])
-                attributes[_VARIABLE_CONTENTS] = contents
-            uploader = owner.uploader
-            if uploader is not None:
-                _upload(uploader, described)
-                attributes[MemTrace.CONTENT_REF] = owner.content_ref
+            if described is not None:
+                if capture:
+                    limit = owner.content_max_chars
+                    contents = []
+                    for v in described:
+                        content = v.content
+                        contents.append("" if content is None else content if len(content) <= limit
+                                        else content[:limit])
+                    attributes[_VARIABLE_CONTENTS] = contents
+                if uploader is not None:
+                    _upload(uploader, described)
+                    attributes[MemTrace.CONTENT_REF] = owner.content_ref
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
-        if (owner.capture_content and not self._records_recorded
-                and self.gen_ai_operation in _STORING_OPERATIONS):
+        if capture and not self._records_recorded and self.gen_ai_operation in _STORING_OPERATIONS:
             stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
                 attributes.update(stored_records_attributes(stored, capture=True,

@@ -27,7 +27,7 @@ from memtrace_otel.config import (
 )
 from memtrace_otel.content.store import ContentStoreError, open_store
 from memtrace_otel.content.upload import ContentUploader
-from memtrace_otel.instrument.operation import Operation
+from memtrace_otel.instrument.operation import Operation, _plain
 from memtrace_otel.instrument.variables import InProcessContents, VariableRegistry
 from memtrace_otel.semconv import (
     GENAI_CALL_OPERATIONS,
@@ -161,7 +161,7 @@ class MemoryTracer:
         start: dict[str, Any] = {_CATEGORY: category._value_, _NAME: name}
         if not (gen_ai_operation or span_name or attributes or record_id is not None
                 or data_source_id is not None or provider is not None or model is not None or server_address):
-            return Operation(self, name, category, span_name=name, kind=_INTERNAL, attributes=start)
+            return _plain(self, name, category, start)
         kind = _INTERNAL
         named = span_name is not None
         if gen_ai_operation:

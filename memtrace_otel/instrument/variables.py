@@ -134,17 +134,17 @@ class VariableRegistry:
         >>> registry.next_version("mem:1", VariableKind.MEMORY_UNIT, "b", None, after=5).id
         'mem:1@6'
         """
-        with self._lock:  # inlined _newest/_allocate: every traced write comes here
-            current = self._latest.get(name)
+        with self._lock:  # inlined _newest/_allocate/_remember: every traced write comes here
+            latest = self._latest
+            current = latest.get(name)
             newest = 0 if current is None else current.version
             if self._any_evicted:
                 newest = max(newest, self._evicted[_slot(name, self._slots)])
             variable = Variable(name, (newest if newest > after else after) + 1, kind, content, producer)
-            latest = self._latest  # _remember, inlined
             latest[name] = variable
             if current is not None:
                 latest.move_to_end(name)
-            if len(latest) > self._max_names:
+            elif len(latest) > self._max_names:  # only a new name makes the map longer
                 self._evict()
             return variable
 
@@ -283,26 +283,28 @@ class InProcessContents:
 
     def put_version(self, name: str, version: int, content: str) -> None:
         """Keep ``content`` under the id ``name@version`` (:attr:`Variable.id`), made only when read."""
-        if not _KEY <= version <= _VERSION_MAX:  # a version no slot holds (from a record's metadata)
-            name, version = f"{name}@{version}", _KEY
         with self._lock:
-            max_items = self._max_items
-            written = self._written
+            written, max_items = self._written, self._max_items
             if written < max_items:  # the ring grows to its bound as it is written, then wraps
-                self._names.append(name)
+                if not _KEY <= version <= _VERSION_MAX:  # a version no slot holds (from a record's metadata)
+                    name, version = f"{name}@{version}", _KEY
                 self._versions.append(version)
+                self._names.append(name)
                 self._contents.append(content)
             elif max_items:
                 slot = written % max_items
+                try:  # the range check of the growing ring, left to the array: this is every traced write
+                    self._versions[slot] = version
+                except OverflowError:  # a version no slot holds (from a record's metadata)
+                    name = f"{name}@{version}"
+                    self._versions[slot] = _KEY
                 self._names[slot] = name
-                self._versions[slot] = version
                 self._contents[slot] = content
             else:
                 return
             self._written = written = written + 1
             # Until a read fills the map, the ring's own bound is the store's; after it, the two together.
-            items = self._items
-            if items and min(written - self._settled, max_items) + len(items) > max_items:
+            if self._items and min(written - self._settled, max_items) + len(self._items) > max_items:
                 self._settle()
 
     def get(self, variable_id: str) -> str | None:
