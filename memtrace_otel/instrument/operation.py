@@ -246,7 +246,12 @@ class Operation:
                     self._linked = {span_id}
                 else:
                     linked.add(span_id)
-                self._link_once(producer, variable.id)
+                span, context = self.span, self._context  # _link_once, inlined
+                if context is None or context[0] == producer[0]:
+                    parent = getattr(span, "parent", None)
+                    if parent is not None and parent[1] == span_id and parent[0] == producer[0]:
+                        return variable
+                span.add_link(producer, {_LINK_VARIABLE: variable.id})
         return variable
 
     def read_record(
