@@ -14,7 +14,7 @@ from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.instrument import InProcessContents
 from memtrace_otel.instrument.operation import describe
 from memtrace_otel.instrument.variables import Variable
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import MemTrace, MemTraceLink
 from memtrace_otel.wire import content_hash
 from memtrace_otel.wire import describe as wire_describe
 
@@ -135,6 +135,9 @@ def test_a_version_is_kept_by_reference_and_read_back_under_its_id() -> None:
     roomy = InProcessContents(50_000)
     roomy.put_version(name, 1, text)
     assert len(roomy._names) == 1 and roomy.get("mem:7@1") is text  # the ring grows as it is written
+    roomy.put_version("mem:8", huge, "far ahead")  # the same while the ring grows as after it wraps
+    roomy.put_version("mem:9", -huge, "behind")
+    assert roomy.get(f"mem:8@{huge}") == "far ahead" and roomy.get(f"mem:9@{-huge}") == "behind"
 
 
 def test_writes_keep_contents_under_the_ids_spans_name() -> None:
@@ -142,3 +145,32 @@ def test_writes_keep_contents_under_the_ids_spans_name() -> None:
     ids = ["question@1", "mem:short@1", "mem:long@1", "mem:short@2"]
     assert [mt.contents.get(v) for v in ids] == ["a question read", "short", "longer than ten", "changed"]
     assert len(mt.contents) == 4
+
+
+def test_a_read_links_each_producer_once_and_never_the_parent() -> None:
+    # Operation.read decides its link from the SpanContext's items (trace id, span id, validity): one
+    # link per producer span, none to the span's own parent (Jaeger would make it FOLLOWS_FROM), and a
+    # producer in another trace or a sibling in this one linked like any other.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mt = MemoryTracer(provider, capture_content=False)
+    with mt.operation("elsewhere", Category.INGEST) as op:
+        foreign = op.write("msg:1", "from another trace", kind=VariableKind.MESSAGE)
+        foreign_too = op.write("msg:2", "the same writer", kind=VariableKind.MESSAGE)
+    with mt.operation("parent", Category.INGEST) as parent:
+        own = parent.write("mem:parent", "written by the parent", kind=VariableKind.MEMORY_UNIT)
+        with mt.operation("sibling", Category.EXTRACTION) as sibling:
+            sibling_made = sibling.write("mem:sibling", "written by a sibling", kind=VariableKind.MEMORY_UNIT)
+        with mt.operation("reader", Category.RETRIEVAL) as reader:
+            for variable in (own, foreign, foreign_too, sibling_made, foreign, "mem:sibling"):
+                reader.read(variable)
+    provider.shutdown()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    links = spans["reader"].links
+    assert [(link.context.span_id, dict(link.attributes)) for link in links] == [
+        (spans["elsewhere"].context.span_id, {MemTraceLink.VARIABLE: "msg:1@1"}),
+        (spans["sibling"].context.span_id, {MemTraceLink.VARIABLE: "mem:sibling@1"})]
+    assert spans["reader"].parent.span_id == spans["parent"].context.span_id
+    assert list(spans["reader"].attributes[MemTrace.INPUTS]) == [
+        "mem:parent@1", "msg:1@1", "msg:2@1", "mem:sibling@1", "msg:1@1", "mem:sibling@1"]
