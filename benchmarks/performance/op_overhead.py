@@ -20,7 +20,11 @@ and the garbage collections, that the traced operation's writes leave, and pays 
 It also reports the thread time each spent in the garbage collector (``gc.callbacks``).
 
     python benchmarks/performance/op_overhead.py [--iterations 30000] [--clock wall|thread] [--json] [--parts]
-    python benchmarks/performance/op_overhead.py --apart [--processes 3] [--iterations 90000] [--json]
+    python benchmarks/performance/op_overhead.py --apart [--processes 3] [--iterations 90000] [--inlined]
+        [--json]
+
+``--inlined`` adds, content off, the operation's bookkeeping written out in one function (the same span;
+:func:`_inlined`): what the work itself costs, apart from the API's calls.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -124,6 +130,57 @@ def _functions(capture_content: bool) -> tuple[TracerProvider, Callable[[], None
     return provider, traced, sdk_floor
 
 
+def _inlined(capture_content: bool) -> tuple[TracerProvider, Callable[[], None]]:
+    """The traced operation's bookkeeping written out in one function, content off (a diagnostic, not an
+    API): the same span, link and attributes, the version registry's lock and new ``Variable`` per write,
+    the lookup of the external input by name, the content store's ``put_version``, the BLAKE2b descriptor
+    and the current-operation context variable, without ``Operation``'s frames and general checks. What
+    ``traced`` costs above this is the price of the API's shape (a call per read and write, the ``with``)."""
+    if capture_content:
+        raise SystemExit("op_overhead: the inlined form is content off only")
+    from memtrace_otel.instrument import operation as operation_module
+
+    provider = _provider()
+    mt = MemoryTracer(provider, capture_content=False)
+    with mt.operation("seed", Category.INGEST) as op:
+        message = op.write("msg:D1:1", "I moved to Lisbon in March 2021.", kind=VariableKind.MESSAGE)
+    query_text = "Where did the user move in March?"
+    with mt.operation("seed", Category.INGEST) as op:
+        op.read("instructions", content=query_text, kind=VariableKind.PROMPT)  # known, described once
+    latest, lock, put = mt.registry._latest, mt.registry._lock, mt.contents.put_version
+    attach, detach, in_context = otel_context.attach, otel_context.detach, trace.set_span_in_context
+    current, blake2b_8, tracer = operation_module._current, operation_module._EMPTY_BLAKE2B, mt._tracer
+    link_to, kind = message.producer, VariableKind.MEMORY_UNIT
+    assert link_to is not None
+    category_key, name_key = MemTrace.OPERATION_CATEGORY, MemTrace.OPERATION_NAME
+
+    def inlined() -> None:
+        span = tracer.start_span("extract", attributes={category_key: "extraction", name_key: "extract"})
+        context = span.get_span_context()
+        token, op_token = attach(in_context(span)), current.set(None)
+        span.add_link(link_to, {MemTraceLink.VARIABLE: message.id})
+        with lock:
+            known = latest["instructions"]
+            latest.move_to_end("instructions")
+        content = "User moved to Lisbon in March 2021"
+        with lock:
+            before = latest.get("mem:1")
+            written = Variable("mem:1", (before.version if before else 0) + 1, kind, content, context)
+            latest["mem:1"] = written
+            latest.move_to_end("mem:1")
+        put("mem:1", written.version, content)
+        hasher = blake2b_8.copy()
+        hasher.update(content.encode())
+        span.set_attributes({MemTrace.INPUTS: [message.id, known.id], MemTrace.OUTPUTS: [written.id],
+                             MemTrace.VARIABLES: [known.descriptor or "", f"memory_unit {len(content)} "
+                                                  f"{hasher.hexdigest()} {written.id}"]})
+        current.reset(op_token)
+        detach(token)
+        span.end()
+
+    return provider, inlined
+
+
 def measure(iterations: int, capture_content: bool) -> dict[str, float]:
     provider, traced, sdk_floor = _functions(capture_content)
     tracer = provider.get_tracer("bench")
@@ -146,8 +203,11 @@ def measure_alone(which: str, iterations: int, capture_content: bool) -> tuple[f
     """Seconds per call of the traced operation or of its floor, the only thing this process runs
     (median of 15 rounds, after :data:`_WARM_UP_ALONE` calls), and of that, the seconds per call the
     garbage collector took (its collections' thread time over the same calls)."""
-    provider, traced, sdk_floor = _functions(capture_content)
-    function = traced if which == "traced" else sdk_floor
+    if which == "inlined":
+        provider, function = _inlined(capture_content)
+    else:
+        provider, traced, sdk_floor = _functions(capture_content)
+        function = traced if which == "traced" else sdk_floor
     for _ in range(_WARM_UP_ALONE):
         function()
     in_gc, started = [0.0], [0.0]
@@ -165,14 +225,16 @@ def measure_alone(which: str, iterations: int, capture_content: bool) -> tuple[f
     return statistics.median(per_round), in_gc[0] / (iterations // 15 * 15)
 
 
-def measure_apart(iterations: int, processes: int) -> dict[str, dict[str, float]]:
-    """Traced and floor in fresh processes of their own, alternating: medians over ``processes`` each."""
+def measure_apart(iterations: int, processes: int, inlined: bool = False) -> dict[str, dict[str, Any]]:
+    """Traced and floor in fresh processes of their own, alternating: medians over ``processes`` each
+    (with ``inlined``, content off, the inlined form too: :func:`_inlined`)."""
     results = {}
     for capture in ("off", "on"):
-        samples: dict[str, list[float]] = {"traced": [], "floor": []}
-        in_gc: dict[str, list[float]] = {"traced": [], "floor": []}
+        roles = ("traced", "floor", "inlined") if inlined and capture == "off" else ("traced", "floor")
+        samples: dict[str, list[float]] = {which: [] for which in roles}
+        in_gc: dict[str, list[float]] = {which: [] for which in roles}
         for _ in range(processes):
-            for which in ("traced", "floor"):
+            for which in roles:
                 out = subprocess.run([sys.executable, __file__, "--alone", which, "--capture", capture,
                                       "--iterations", str(iterations), "--clock", "thread"],
                                      capture_output=True, text=True, check=True)
@@ -186,6 +248,11 @@ def measure_apart(iterations: int, processes: int) -> dict[str, dict[str, float]
             "traced_gc_us": statistics.median(in_gc["traced"]) * 1e6,
             "sdk_floor_gc_us": statistics.median(in_gc["floor"]) * 1e6,
             "pairs": [t / f for t, f in zip(samples["traced"], samples["floor"], strict=True)]}
+        if "inlined" in samples:
+            inlined_s = statistics.median(samples["inlined"])
+            results[f"content_{capture}"].update({
+                "inlined_us": inlined_s * 1e6, "inlined_over_floor": inlined_s / floor_s,
+                "inlined_pairs": [i / f for i, f in zip(samples["inlined"], samples["floor"], strict=True)]})
     return results
 
 
@@ -276,7 +343,9 @@ def main() -> None:
                         help="traced and floor each in fresh processes of their own (thread clock)")
     parser.add_argument("--processes", type=int, default=3,
                         help="--apart: processes of each, per content mode")
-    parser.add_argument("--alone", choices=("traced", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--inlined", action="store_true",
+                        help="--apart: also the operation's bookkeeping in one function (content off)")
+    parser.add_argument("--alone", choices=("traced", "floor", "inlined"), help=argparse.SUPPRESS)
     parser.add_argument("--capture", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global _clock
@@ -285,7 +354,7 @@ def main() -> None:
         print(*measure_alone(args.alone, args.iterations, args.capture == "on"))
         return
     if args.apart:
-        apart = measure_apart(args.iterations, args.processes)
+        apart = measure_apart(args.iterations, args.processes, args.inlined)
         if args.json:
             print(json.dumps(apart, indent=2))
             return
@@ -294,6 +363,10 @@ def main() -> None:
             print(f"{name:12} traced {r['traced_us']:6.1f} us  SDK floor {r['sdk_floor_us']:6.1f} us  "
                   f"traced / floor {r['traced_over_floor']:.3f}x (pairs: {pairs}); in the garbage "
                   f"collector: traced {r['traced_gc_us']:.1f} us, floor {r['sdk_floor_gc_us']:.1f} us")
+            if "inlined_us" in r:
+                pairs = ", ".join(f"{p:.3f}" for p in r["inlined_pairs"])
+                print(f"{'':12} inlined {r['inlined_us']:6.1f} us  inlined / floor "
+                      f"{r['inlined_over_floor']:.3f}x (pairs: {pairs})")
         return
     if args.parts:
         parts = measure_parts(args.iterations)
