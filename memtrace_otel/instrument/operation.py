@@ -246,7 +246,7 @@ class Operation:
                     self._linked = {span_id}
                 else:
                     linked.add(span_id)
-                span, context = self.span, self._context  # _link_once, inlined
+                span, context = self.span, self._context  # _link, inlined
                 if context is None or context[0] == producer[0]:
                     parent = getattr(span, "parent", None)
                     if parent is not None and parent[1] == span_id and parent[0] == producer[0]:
@@ -523,22 +523,20 @@ class Operation:
             self._link(producer, variable.id)
 
     def _link(self, producer: SpanContext, variable_id: str) -> None:
-        if producer.is_valid:
+        # The first read of a producer's variable (``read`` does the same inline). A SpanContext is the
+        # tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid).
+        if producer[5]:
             if self._linked is None:
                 self._linked = set()
-            self._linked.add(producer.span_id)
-            self._link_once(producer, variable_id)
-
-    def _link_once(self, producer: SpanContext, variable_id: str) -> None:
-        # The first read of a valid producer's variable (``_linked`` already holds its span id).
-        span, context = self.span, self._context
-        if context is None or context[0] == producer[0]:  # the same trace: the producer may be the parent
-            parent = getattr(span, "parent", None)
-            if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
-                # The parent relation already says it; and Jaeger keeps one reference per span,
-                # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
-                return
-        span.add_link(producer, {_LINK_VARIABLE: variable_id})
+            self._linked.add(producer[1])
+            span, context = self.span, self._context
+            if context is None or context[0] == producer[0]:  # the same trace: the producer may be the parent
+                parent = getattr(span, "parent", None)
+                if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
+                    # The parent relation already says it; and Jaeger keeps one reference per span,
+                    # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
+                    return
+            span.add_link(producer, {_LINK_VARIABLE: variable_id})
 
     def _output(self, variable: Variable) -> None:
         # An output is described on this span: with content capture on, its content goes on the
