@@ -135,9 +135,18 @@ def test_a_version_is_kept_by_reference_and_read_back_under_its_id() -> None:
     roomy = InProcessContents(50_000)
     roomy.put_version(name, 1, text)
     assert len(roomy._names) == 1 and roomy.get("mem:7@1") is text  # the ring grows as it is written
-    roomy.put_version("mem:8", huge, "far ahead")  # the same while the ring grows as after it wraps
-    roomy.put_version("mem:9", -huge, "behind")
-    assert roomy.get(f"mem:8@{huge}") == "far ahead" and roomy.get(f"mem:9@{-huge}") == "behind"
+
+
+def test_a_version_no_slot_holds_is_kept_under_its_id_before_and_after_the_ring_wraps() -> None:
+    # put_version checks the range itself while the ring grows, and leaves it to the array once it wraps.
+    huge = 1 << 70
+    for store, before in ((InProcessContents(50_000), 0), (InProcessContents(2), 2)):
+        for version in range(1, before + 1):
+            store.put_version("mem:1", version, f"text {version}")
+        store.put_version("mem:8", huge, "far ahead")
+        store.put_version("mem:9", -huge, "behind")
+        assert store.get(f"mem:8@{huge}") == "far ahead" and store.get(f"mem:9@{-huge}") == "behind"
+        assert store.get("mem:8") is None and len(store) == 2
 
 
 def test_writes_keep_contents_under_the_ids_spans_name() -> None:
