@@ -581,18 +581,8 @@ class Operation:
             for v in outputs:
                 output_ids.append(v.id)
                 descriptor = v.descriptor
-                if descriptor is None:  # a version this operation wrote: _descriptor, inlined
-                    content = v.content
-                    digest = v._hash
-                    if digest is None:
-                        hasher = _EMPTY_BLAKE2B.copy()
-                        try:
-                            hasher.update((content or "").encode())
-                        except UnicodeEncodeError:
-                            hasher.update((content or "").encode("utf-8", "replace"))
-                        digest = v._hash = hasher.hexdigest()
-                    descriptor = v.descriptor = \
-                        f"{v.kind._value_} {len(content) if content is not None else 0} {digest} {v.id}"
+                if descriptor is None:  # a version this operation wrote
+                    descriptor = _descriptor(v)
                 descriptors.append(descriptor)
                 if described is not None:
                     described.append(v)
