@@ -18,6 +18,12 @@ in both arms. Run it in a venv with mem0ai (``.ci/install-mem0-venvs.sh``)::
     ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_record_less.py
     ~/.cache/memtrace/venvs/mem0ai-1.0.11/bin/python benchmarks/performance/mem0_record_less.py \\
         --variants own-hash --rounds 20 --json
+
+``--base`` applies variants to both arms: with ``--base no-llm-search-stages`` the code "as it is"
+is the ``add`` with its LLM and search stages off, and the remainder's variants (``no-lineage`` ...
+``no-add-call``) each take one part of what is left, paired against it. Each arm also reports every
+wrapper's own thread CPU per ``add`` (``parts_us``: the wrapped method's name), which splits the
+remainder by where the instrumentor intercepts mem0.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from mem0_app import config
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor, flat
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, flat, lifecycle, methods
 
 from openai_server import ScriptedOpenAIServer
 
@@ -93,6 +99,69 @@ def _no_llm_search_stages() -> list[Patch]:
     return [(flat, "_add_scope", lambda instance, component: None)]
 
 
+# The remainder: what an ``add`` costs with its LLM and search stages off (``--base
+# no-llm-search-stages`` applies that to both arms of every round, so each variant below is one part
+# of the remainder, paired against the remainder itself).
+
+def _no_lineage() -> list[Patch]:
+    return [(flat.FlatStage, "lineage_metadata", lambda self, variable, metadata: None)]
+
+
+def _no_records() -> list[Patch]:
+    return [(flat, "write_records", lambda stage, arguments: None)]
+
+
+def _no_write_stage() -> list[Patch]:
+    return [(flat, "is_instrumentation_enabled", lambda: False)]  # the insert passes through
+
+
+def _no_message() -> list[Patch]:
+    return [(methods.AddSpec, "begin", lambda self, scope, arguments, parent: None)]
+
+
+def _no_add_end() -> list[Patch]:
+    return [(methods.AddSpec, "end", lambda self, scope, arguments, result: None)]
+
+
+def _no_add_genai() -> list[Patch]:
+    def bare(self: Any, tracer: Any, memory: Any, gen_ai: Any, arguments: Any) -> Any:
+        return tracer.operation(self.name, self.category)  # the span's category and name only
+
+    return [(methods.AddSpec, "_operation", bare)]
+
+
+class _SameContext:
+    """``contextvars.copy_context()`` that copies nothing: mem0's workers run in their own context."""
+
+    @staticmethod
+    def copy_context() -> Any:
+        return _SameContext
+
+    @staticmethod
+    def run(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+
+def _no_scoped_writes() -> list[Patch]:
+    # Without the add's scope its workers' writes would not know it: no write stage, and no
+    # ``_create_memory`` traced as a call of its own (which it then would be).
+    never = lambda self, instance, arguments, parent: False  # noqa: E731
+    return [*_no_write_stage(), (methods.CreateSpec, "applies", never)]
+
+
+def _no_context() -> list[Patch]:
+    return [*_no_scoped_writes(), (lifecycle, "contextvars", _SameContext)]
+
+
+def _no_scope() -> list[Patch]:
+    return [*_no_scoped_writes(), (lifecycle, "set_scope", lambda scope: None)]
+
+
+def _no_add_call() -> list[Patch]:
+    # The add's wrapper binds its arguments and passes through: no span, scope, message, stages.
+    return [(lifecycle.Call, "start", classmethod(lambda cls, tracer, spec, instance, arguments: None))]
+
+
 VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
     "own-hash": (_own_hashed, "the LLM stages' own variables hashed again (the code before the fifth pass: "
                               "a positive figure is what not hashing them saves)"),
@@ -105,6 +174,21 @@ VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
     "no-events": (_no_events, "ceiling: no stage event at all (events, links, own variables, descriptors)"),
     "no-llm-search-stages": (_no_llm_search_stages, "ceiling: the LLM and search stages not recorded at all "
                                                     "(their wrappers pass through)"),
+    "no-lineage": (_no_lineage, "no registry/lineage written into the stored record's metadata (read by "
+                                "the next add that finds the record: its producer link)"),
+    "no-records": (_no_records, "the write stage without its record variables, their lineage and record "
+                                "attributes (its event kept)"),
+    "no-write-stage": (_no_write_stage, "no write stage at all (the insert's wrapper passes through)"),
+    "no-message": (_no_message, "no message variable (nor its hash) on the add span"),
+    "no-add-end": (_no_add_end, "no record count / outcome set on the add span at its end"),
+    "no-add-genai": (_no_add_genai, "the add span started with its category and name only (no GenAI "
+                                    "operation, store, provider, server)"),
+    "no-scoped-writes": (_no_scoped_writes, "no write stage and no _create_memory call of its own (what "
+                                            "no-context and no-scope also leave out)"),
+    "no-context": (_no_context, "no context copied into mem0's workers (and no-scoped-writes)"),
+    "no-scope": (_no_scope, "no scope made current for the add (and no-scoped-writes)"),
+    "no-add-call": (_no_add_call, "the add's wrapper binds its arguments and passes through (no span, "
+                                  "scope, message, write stage): what is left is the interception"),
 }
 
 
@@ -116,14 +200,22 @@ def _apply(patches: list[Patch]) -> list[Patch]:
     return undo
 
 
-def measure(variants: list[str], rounds: int, block: int) -> dict[str, Any]:
+def measure(variants: list[str], rounds: int, block: int, base: list[str] | None = None,
+            sdk: bool = False) -> dict[str, Any]:
     breakdown._install_wrappers()
-    patches = {name: VARIANTS[name][0]() for name in variants}
+    if sdk:  # the SDK calls timed too: a part of its own, within the wrappers', so not in the totals
+        breakdown._install_sdk()
+    # ``base``: applied to both arms (the code "as it is" becomes the code with them).
+    common = [patch for name in base or () for patch in VARIANTS[name][0]()]
+    patches = {name: common + VARIANTS[name][0]() for name in variants}
+    patches[""] = common
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(bench._Discard()))
     instrumentor, counter = Mem0Instrumentor(), iter(range(10**9))
-    base: list[float] = []
+    as_is_blocks: list[float] = []
     differences: dict[str, list[float]] = {name: [] for name in variants}
+    parts: dict[str, list[dict[str, float]]] = {name: [] for name in ["", *variants]}
+    """Per block, each wrapper's own thread CPU per add (its label: the wrapped method)."""
     with ScriptedOpenAIServer(bench._llm) as server, tempfile.TemporaryDirectory() as data:
         from mem0 import Memory
 
@@ -133,14 +225,15 @@ def measure(variants: list[str], rounds: int, block: int) -> dict[str, Any]:
         def add() -> None:
             memory.add(f"I note item {next(counter)} today.", user_id="u")
 
-        def timed(variant: str | None) -> float:
-            undo = _apply(patches[variant]) if variant else []
+        def timed(variant: str) -> float:
+            undo = _apply(patches[variant])
             try:
                 add()  # the first call of a block warms the replaced code
                 breakdown._spent.clear()
                 for _ in range(block):
                     add()
-                return sum(breakdown._spent.values()) / block * 1e6
+                parts[variant].append({k: v / block * 1e6 for k, v in breakdown._spent.items()})
+                return sum(v for k, v in breakdown._spent.items() if k != breakdown.SDK) / block * 1e6
             finally:
                 _apply(undo)
 
@@ -149,39 +242,56 @@ def measure(variants: list[str], rounds: int, block: int) -> dict[str, Any]:
         for r in range(rounds):
             for name in variants:
                 if r % 2:
-                    as_is = timed(None)
+                    as_is = timed("")
                     changed = timed(name)
                 else:
                     changed = timed(name)
-                    as_is = timed(None)
-                base.append(as_is)
+                    as_is = timed("")
+                as_is_blocks.append(as_is)
                 differences[name].append(changed - as_is)
         instrumentor.uninstrument()
     provider.shutdown()
-    return {"as_is_us": statistics.median(base), "blocks": len(base), "block": block,
+    return {"as_is_us": statistics.median(as_is_blocks), "blocks": len(as_is_blocks), "block": block,
+            "base": base or [], "as_is_parts_us": _median_parts(parts[""]),
             "variants": {name: {"difference_us": statistics.median(d), "rounds_us": d,
+                                "parts_us": _median_parts(parts[name]),
                                 "what": VARIANTS[name][1]} for name, d in differences.items()}}
+
+
+def _median_parts(blocks: list[dict[str, float]]) -> dict[str, float]:
+    """Each wrapper's median over the blocks (a wrapper absent from a block spent nothing there)."""
+    labels = sorted({label for block in blocks for label in block})
+    return {label: statistics.median(block.get(label, 0.0) for block in blocks) for label in labels}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    parser.add_argument("--base", default="",
+                        help="comma-separated variants applied to both arms (e.g. no-llm-search-stages: each "
+                             "variant is then a part of what remains)")
+    parser.add_argument("--sdk", action="store_true",
+                        help="also time the SDK calls (reported as a part, within the wrappers' time)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--block", type=int, default=20, help="traced adds per block")
     parser.add_argument("--checkout", help="the memtrace checkout to import (read by mem0_overhead.py)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in VARIANTS]
+    base = [v for v in args.base.split(",") if v]
+    unknown = [v for v in variants + base if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    result = measure(variants, args.rounds, args.block)
+    result = measure(variants, args.rounds, args.block, base, args.sdk)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"Memory.add: the instrumentation's own thread CPU, {result['as_is_us']:.0f} us per call "
-              f"as it is (median of {result['blocks']} blocks of {result['block']})")
+              f"as it is{' with ' + ','.join(base) if base else ''} (median of {result['blocks']} blocks "
+              f"of {result['block']})")
+        for label, spent in result["as_is_parts_us"].items():
+            print(f"    {label:40s} {spent:7.1f} us")
         for name, found in result["variants"].items():
             rounds = ", ".join(f"{d:+.0f}" for d in found["rounds_us"])
             print(f"  {name:22s} {found['difference_us']:+7.1f} us  ({rounds})\n      {found['what']}")

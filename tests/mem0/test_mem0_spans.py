@@ -518,3 +518,54 @@ def test_the_record_less_variants_leave_out_what_they_say(no_content_env: None, 
         assert records and records <= set(stages["mem0.add.decide"][0][MemTrace.INPUTS])
         _, found = recorded("no-reread")
         assert not records & set(found["mem0.add.decide"][0][MemTrace.INPUTS])
+
+
+def test_the_remainder_variants_leave_out_what_they_say(no_content_env: None, instrumented: Any,
+                                                        memory: Any, llm_server: Any,
+                                                        span_exporter: InMemorySpanExporter) -> None:
+    # mem0_record_less.py --base no-llm-search-stages: each variant, on top of the LLM and search
+    # stages off, takes one part of what an add still records (a part left in would measure zero).
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
+    import mem0_record_less as record_less
+
+    calls = iter(range(100))
+
+    def recorded(variant: str | None) -> tuple[list[Any], dict[str, list[dict[str, Any]]], dict[str, Any]]:
+        span_exporter.clear()
+        patches = record_less.VARIANTS["no-llm-search-stages"][0]()
+        undo = record_less._apply(patches + (record_less.VARIANTS[variant][0]() if variant else []))
+        n = next(calls)  # a fact of its own: mem0 2.x stores no memory twice
+        try:
+            record = add_fact(memory, llm_server, f"Moved to town {n}", f"I moved to town {n}.")
+        finally:
+            record_less._apply(list(reversed(undo)))
+        adds = spans_by_name(span_exporter).get("mem0.add", [])
+        others = [s for s in span_exporter.get_finished_spans() if s not in adds]
+        return others, stages_of(adds[-1]) if adds else {}, dict(adds[-1].attributes if adds else {}) | {
+            "metadata": memory.get(record)["metadata"] or {}}
+
+    others, stages, add = recorded(None)
+    assert not others and set(stages) == {"mem0.create"} and stages["mem0.create"][0][MemTrace.OUTPUTS]
+    assert add["metadata"].get(RecordMetadata.VARIABLE) and add[GenAI.OPERATION_NAME] == "upsert_memory"
+    assert add[GenAI.MEMORY_RECORD_COUNT] == 1 and add.get(MemTrace.OUTPUTS)  # its message variable
+
+    _, stages, add = recorded("no-lineage")
+    assert stages["mem0.create"] and RecordMetadata.VARIABLE not in add["metadata"]
+    _, stages, _ = recorded("no-records")
+    assert stages["mem0.create"] and not stages["mem0.create"][0].get(MemTrace.OUTPUTS)
+    _, stages, add = recorded("no-write-stage")
+    assert not stages and RecordMetadata.VARIABLE not in add["metadata"]
+    _, _, add = recorded("no-message")
+    assert not add.get(MemTrace.OUTPUTS)
+    _, _, add = recorded("no-add-end")
+    assert GenAI.MEMORY_RECORD_COUNT not in add
+    _, _, add = recorded("no-add-genai")
+    assert GenAI.OPERATION_NAME not in add and add[MemTrace.OPERATION_NAME] == "mem0.add"
+    for variant in ("no-scoped-writes", "no-context", "no-scope"):  # no write stage, no span of its own
+        others, stages, add = recorded(variant)
+        assert not others and not stages and add[MemTrace.OPERATION_NAME] == "mem0.add", variant
+    others, stages, add = recorded("no-add-call")
+    assert not others and not stages and MemTrace.OPERATION_NAME not in add
