@@ -61,6 +61,7 @@ __all__ = [
     "readable",
     "sentences",
     "short_date",
+    "spoken_day",
     "stem",
     "strip_ordinals",
     "token_f1",
@@ -224,16 +225,23 @@ def normalize_token(word: str, *, min_stem: int = 4, sibilant_es: bool = False, 
     return stemmed
 
 
+def spoken_day(date_text: str) -> str | None:
+    """The day ``date_text`` names: ``1:56 pm on 8 May, 2023`` -> ``8 May 2023``; ``None`` without one.
+
+    >>> spoken_day("1:56 pm on 8 May, 2023"), spoken_day("yesterday")
+    ('8 May 2023', None)
+    """
+    match = _DATE.search(date_text)
+    return None if match is None else f"{int(match.group(1))} {match.group(2)} {match.group(3)}"
+
+
 def short_date(date_text: str) -> str:
     """``1:56 pm on 8 May, 2023`` -> ``8 May 2023`` (unchanged when it does not parse).
 
     >>> short_date("1:56 pm on 8 May, 2023")
     '8 May 2023'
     """
-    match = _DATE.search(date_text)
-    if match is None:
-        return date_text.strip()
-    return f"{int(match.group(1))} {match.group(2)} {match.group(3)}"
+    return spoken_day(date_text) or date_text.strip()
 
 
 # -- the two tokenizers ------------------------------------------------------------------------

@@ -151,6 +151,7 @@ from memtrace_otel.attribution.survival import (
     statement_loss,
     stating_gold,
     stored_instead,
+    unread_by,
     wrote_about,
 )
 from memtrace_otel.graph.node_types import OPERATION
@@ -284,11 +285,9 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
 
 def _not_returned(case: LineageCase, alive: list[str]) -> list[str]:
     """Of ``alive`` (units carrying the fact at the question), those the answerer's context does not hold
-    (a unit whose words are all in a context the answerer read was returned)."""
-    index = case.index
-    contexts = [index.tokens(v) for v in index.inputs(case.generator)
-                if index.data(v).get("kind") not in _NOT_CONTEXT]
-    return [v for v in alive if not any(index.tokens(v) <= held for held in contexts)]
+    (a unit whose words are all in a context the answerer read was returned: :func:`.survival.unread_by`)."""
+    unread = unread_by(case)
+    return [v for v in alive if unread(v)]
 
 
 def _no_further(case: LineageCase, question: str, alive: list[str], lost: list[str]) -> list[str]:

@@ -28,7 +28,7 @@ from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import Information, split_header, tokenize, weighted_share
 from memtrace_otel.semconv import Category, VariableKind
-from memtrace_otel.text import MONTH_NAMES
+from memtrace_otel.text import MONTH_NAMES, spoken_day
 
 __all__ = [
     "Fate",
@@ -39,6 +39,7 @@ __all__ = [
     "statement_loss",
     "stating_gold",
     "stored_instead",
+    "unread_by",
     "wrote_about",
 ]
 
@@ -214,7 +215,7 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     index, info = case.index, carries.info
     if carries.structural or wrote_about(case, carries, op, asked=asked) is not False:
         return []
-    unread = _unread_by(case)
+    unread = unread_by(case)
     found = stating_gold(case, gold, info.exact, _topic(case, carries, asked)) if gold is not None else []
     if found := [v for v in found if not carries.dated_otherwise(v)]:
         return found
@@ -253,7 +254,7 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
         return []
     said = _weights(index, tokenize(info.text))
     whole = _states_whole(gold, info.exact, _topic(case, carries, asked)) if gold is not None else None
-    unread = _unread_by(case)
+    unread = unread_by(case)
     found: dict[str, None] = {}
     for variable in sorted(index.inputs(op)):
         if not (index.is_stored(variable) and _memory(index, variable)):
@@ -315,7 +316,7 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
     day = _day_of(index, session_of) if session_of is not None else None
     if session_of is not None and day is None:
         return []
-    unread = _unread_by(case)
+    unread = unread_by(case)
     weights, exact = gold.gold, gold.exact | exact
     keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
     found = []
@@ -329,13 +330,9 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
 
 
 def _day_of(index: GraphIndex, message: str) -> str | None:
-    """The day a message's header says it was sent (``8 May 2023``); ``None`` without a dated header."""
-    header = split_header(index.message_text(message) or "")[0]
-    match = _HEADER_DAY.search(header)
-    return f"{int(match.group(1))} {match.group(2).lower()} {match.group(3)}" if match else None
-
-
-_HEADER_DAY = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")
+    """The day a message's header says it was sent (``8 may 2023``); ``None`` without a dated header."""
+    day = spoken_day(split_header(index.message_text(message) or "")[0])
+    return None if day is None else day.lower()
 
 
 def _alive_at_question(case: LineageCase, variable: str) -> str | None:
@@ -345,7 +342,7 @@ def _alive_at_question(case: LineageCase, variable: str) -> str | None:
     return None if current is None or index.data(current).get("deleted") else current
 
 
-def _unread_by(case: LineageCase) -> Callable[[str], bool]:
+def unread_by(case: LineageCase) -> Callable[[str], bool]:
     """The test of a variable the answer's context did not hold: its words are in no context (not the
     query) the generator read."""
     index = case.index
