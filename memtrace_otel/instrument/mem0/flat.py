@@ -49,12 +49,12 @@ from memtrace_otel.instrument.mem0.scope import (
     current_scope,
     stored_variable,
 )
+from memtrace_otel.instrument.mem0.stages import joined_list
 from memtrace_otel.instrument.operation import describe
 from memtrace_otel.instrument.record_lineage import write_lineage
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.instrument.variables import Variable
 from memtrace_otel.semconv import (
-    STAGE_LIST_SEPARATOR,
     Category,
     GenAI,
     MemTrace,
@@ -76,7 +76,6 @@ _random = random.Random()  # as stages.py: the SDK's RandomIdGenerator's own kin
 _LINK_VARIABLE = MemTraceLink.VARIABLE
 _STAGE = MemTraceEvent.STAGE
 _RETRIEVAL = Category.RETRIEVAL.value
-_SEPARATOR = STAGE_LIST_SEPARATOR
 
 
 class FlatStage:
@@ -238,8 +237,8 @@ class FlatStage:
                 text = result if isinstance(result, str) else json.dumps(result, default=str)
                 own.append(self._own(f"{name}.response:{stage_id}", text, VariableKind.RESPONSE))
             self.outputs[:0] = own
-        # The lineage lists joined here, as they are made (what join_lists does to a stage
-        # operation's lists afterwards): the event's values are the same.
+        # The lineage lists joined here, as they are made (join_lists does it to a stage operation's
+        # lists afterwards, by the same rule): the event's values are the same.
         limit = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
         described: list[Variable] = []  # external inputs (no producer): described here
         if self.inputs:
@@ -248,12 +247,13 @@ class FlatStage:
                 ids.append(v.id)
                 if v.producer is None:
                     described.append(v)
-            attributes[MemTrace.INPUTS] = _joined(ids, limit)
+            attributes[MemTrace.INPUTS] = joined_list(ids, limit)
         if self.outputs:
-            attributes[MemTrace.OUTPUTS] = _joined([v.id for v in self.outputs], limit)
+            attributes[MemTrace.OUTPUTS] = joined_list([v.id for v in self.outputs], limit)
             described += self.outputs
         if described:
-            attributes[MemTrace.VARIABLES] = _joined([v.descriptor or describe(v) for v in described], limit)
+            attributes[MemTrace.VARIABLES] = joined_list([v.descriptor or describe(v) for v in described],
+                                                         limit)
             if self._capture:
                 chars = self._limit
                 attributes[MemTrace.VARIABLE_CONTENTS] = [
@@ -265,7 +265,7 @@ class FlatStage:
                         uploader.submit(v.hash, v.content)
                 attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
         if self.steps:
-            attributes[MemTrace.STEP_NAMES] = _joined(list(_LLM_STEPS[:self.steps]), limit)
+            attributes[MemTrace.STEP_NAMES] = joined_list(list(_LLM_STEPS[:self.steps]), limit)
         if self.storing and self._capture and not self._records_recorded:
             stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
@@ -285,19 +285,6 @@ def _unhashed(variable: Variable) -> str:
     """
     content = variable.content
     return f"{variable.kind._value_} {len(content) if content is not None else 0}  {variable.id}"
-
-
-def _joined(values: list[str], limit: int | None) -> str | list[str]:
-    """A lineage list as :func:`~.stages.join_lists` leaves it: one string, unless an element holds the
-    separator or the string would pass the span's attribute length limit (then the list itself).
-
-    >>> _joined(["m@1", "f@2"], None), _joined(["a\\nb@1"], None), _joined(["m@1", "f@2"], 4)
-    ('m@1\\nf@2', ['a\\nb@1'], ['m@1', 'f@2'])
-    """
-    joined = _SEPARATOR.join(values)
-    if joined.count(_SEPARATOR) == len(values) - 1 and (limit is None or len(joined) <= limit):
-        return joined
-    return values
 
 
 def _add_scope(instance: Any, component: str) -> Scope | None:

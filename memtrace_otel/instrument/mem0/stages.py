@@ -48,7 +48,7 @@ from memtrace_otel.semconv import (
     MemTraceStep,
 )
 
-__all__ = ["StageOperation", "join_lists", "stage_spans_default"]
+__all__ = ["StageOperation", "join_lists", "joined_list", "stage_spans_default"]
 
 _STEPS = MemTrace.STEP_NAMES
 _JOINED, _SEPARATOR = MemTraceStage.JOINED, STAGE_LIST_SEPARATOR
@@ -183,9 +183,20 @@ def join_lists(attributes: dict[str, AttributeValue], span: Any) -> None:
     for key in _JOINED:
         values = attributes.get(key)
         if type(values) is list and values:
-            joined = _SEPARATOR.join(values)
-            if joined.count(_SEPARATOR) == len(values) - 1 and (limit is None or len(joined) <= limit):
-                attributes[key] = joined
+            attributes[key] = joined_list(values, limit)
+
+
+def joined_list(values: list[str], limit: int | None) -> str | list[str]:
+    """One lineage list as :func:`join_lists` leaves it: one string, unless an element holds the separator
+    or the string would pass the span's attribute length ``limit`` (then the list itself).
+
+    >>> joined_list(["m@1", "f@2"], None), joined_list(["a\\nb@1"], None), joined_list(["m@1", "f@2"], 4)
+    ('m@1\\nf@2', ['a\\nb@1'], ['m@1', 'f@2'])
+    """
+    joined = _SEPARATOR.join(values)
+    if joined.count(_SEPARATOR) == len(values) - 1 and (limit is None or len(joined) <= limit):
+        return joined
+    return values
 
 
 def _is_chain(steps: list[Mapping[str, AttributeValue]], inputs: list[Any], outputs: list[Any]) -> bool:
