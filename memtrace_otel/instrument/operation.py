@@ -234,24 +234,13 @@ class Operation:
                                                          else _kind(kind), content)
             if new:
                 self._remember_content(variable)
-        # _input and the first link to a producer, inlined: every traced read comes here.
+        # _input, inlined: every traced read comes here.
         self.inputs.append(variable)
         producer = variable.producer
         if producer is not None and self._recording:
-            # A SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid):
-            # its items read directly, without a property's frame each.
-            linked, span_id = self._linked, producer[1]
-            if (linked is None or span_id not in linked) and producer[5]:
-                if linked is None:
-                    self._linked = {span_id}
-                else:
-                    linked.add(span_id)
-                span, context = self.span, self._context  # _link, inlined
-                if context is None or context[0] == producer[0]:
-                    parent = getattr(span, "parent", None)
-                    if parent is not None and parent[1] == span_id and parent[0] == producer[0]:
-                        return variable
-                span.add_link(producer, {_LINK_VARIABLE: variable.id})
+            linked = self._linked
+            if linked is None or producer[1] not in linked:  # SpanContext's span_id, without its property
+                self._link(producer, variable.id)
         return variable
 
     def read_record(
@@ -523,8 +512,9 @@ class Operation:
             self._link(producer, variable.id)
 
     def _link(self, producer: SpanContext, variable_id: str) -> None:
-        # The first read of a producer's variable (``read`` does the same inline). A SpanContext is the
-        # tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid).
+        # The first read of a producer's variable. A SpanContext is the tuple (trace_id, span_id,
+        # is_remote, trace_flags, trace_state, is_valid): its items read directly, without a property's
+        # frame each.
         if producer[5]:
             if self._linked is None:
                 self._linked = set()
@@ -559,7 +549,7 @@ class Operation:
     def _flush_lineage(self) -> None:
         # One loop over each list, no comprehension (each costs a function frame in CPython 3.11,
         # a quarter of a microsecond on one- and two-element lists), the descriptors made in the same
-        # loops and a new version's inline: this runs at the end of every traced operation.
+        # loops: this runs at the end of every traced operation.
         owner = self._owner
         attributes: dict[str, AttributeValue] = {}
         inputs, outputs = self.inputs, self.outputs

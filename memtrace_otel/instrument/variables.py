@@ -328,7 +328,7 @@ class InProcessContents:
         # Under the lock: the ring into the map, oldest first, as a map written by every put would hold them.
         items, names, versions, contents = self._items, self._names, self._versions, self._contents
         max_items = self._max_items
-        for position in range(max(self._settled, self._written - max_items), self._written):
+        for position in self._queued:
             slot = position % max_items
             name, version, content = names[slot], versions[slot], contents[slot]
             names[slot] = contents[slot] = None
