@@ -34,7 +34,7 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -92,7 +92,10 @@ def _no_llm_genai() -> list[Patch]:
 
 
 def _no_events() -> list[Patch]:
-    return [(flat.FlatStage, "emit", lambda self: None)]
+    patches: list[Patch] = [(flat.FlatStage, "emit", lambda self: None)]
+    if hasattr(flat, "FlatWrite"):  # the write stage's own kind since the sixth pass
+        patches.append((flat.FlatWrite, "emit", lambda self: None))
+    return patches
 
 
 def _no_llm_search_stages() -> list[Patch]:
@@ -104,15 +107,76 @@ def _no_llm_search_stages() -> list[Patch]:
 # of the remainder, paired against the remainder itself).
 
 def _no_lineage() -> list[Patch]:
-    return [(flat.FlatStage, "lineage_metadata", lambda self, variable, metadata: None)]
+    def without(write: Any, context: Any, arguments: Any) -> None:
+        # flat._write_records but for the two lineage keys it writes into each payload.
+        ids, payloads = arguments.get("ids"), arguments.get("payloads")
+        if not isinstance(ids, Sequence) or not isinstance(payloads, Sequence):
+            return
+        registry = write._owner.registry
+        for record_id, payload in zip(ids, payloads, strict=False):
+            if isinstance(payload, dict):
+                data = payload.get("data")
+                variable = registry.next_version(flat.record_name(record_id), flat._MEMORY_UNIT,
+                                                 data if isinstance(data, str) else None, context)
+                write.records.append((variable, str(record_id)))
+
+    if not hasattr(flat, "FlatWrite"):  # the code before the sixth pass: the stage's own method
+        return [(flat.FlatStage, "lineage_metadata", lambda self, variable, metadata: None)]
+    return [(flat, "_write_records", without)]
 
 
 def _no_records() -> list[Patch]:
-    return [(flat, "write_records", lambda stage, arguments: None)]
+    if not hasattr(flat, "FlatWrite"):  # before the sixth pass
+        return [(flat, "write_records", lambda stage, arguments: None)]
+    return [(flat, "_write_records", lambda write, context, arguments: None)]
 
 
 def _no_write_stage() -> list[Patch]:
     return [(flat, "is_instrumentation_enabled", lambda: False)]  # the insert passes through
+
+
+def _no_write_event() -> list[Patch]:
+    if not hasattr(flat, "FlatWrite"):  # before the sixth pass: a FlatStage that is storing
+        emit = flat.FlatStage.emit
+
+        def without(self: Any) -> None:
+            if not self.storing:
+                emit(self)
+
+        return [(flat.FlatStage, "emit", without)]
+    return [(flat.FlatWrite, "emit", lambda self: None)]
+
+
+class _NoEvent:
+    """A span as a write stage's ``emit`` sees it, but for ``add_event``, which does nothing."""
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+    def add_event(self, *args: Any, **kwargs: Any) -> None:
+        """The event is built but not given to the SDK."""
+
+
+def _no_write_sdk_event() -> list[Patch]:
+    before = not hasattr(flat, "FlatWrite")
+    owner = flat.FlatStage if before else flat.FlatWrite
+    emit = owner.emit
+
+    def without(self: Any) -> None:
+        if before and not self.storing:
+            emit(self)
+            return
+        host = self._host if before else self._add.op
+        span, host.span = host.span, _NoEvent(host.span)
+        try:
+            emit(self)
+        finally:
+            host.span = span
+
+    return [(owner, "emit", without)]
 
 
 def _no_message() -> list[Patch]:
@@ -179,6 +243,11 @@ VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
     "no-records": (_no_records, "the write stage without its record variables, their lineage and record "
                                 "attributes (its event kept)"),
     "no-write-stage": (_no_write_stage, "no write stage at all (the insert's wrapper passes through)"),
+    "no-write-event": (_no_write_event, "the write stage's records versioned and their lineage written, "
+                                        "its memtrace.stage event not made (nor, since the sixth pass, the "
+                                        "reads, contents and attributes it waits for)"),
+    "no-write-sdk-event": (_no_write_sdk_event, "the write stage's event built but not given to the SDK "
+                                                "(what the event on the wire costs: add_event alone)"),
     "no-message": (_no_message, "no message variable (nor its hash) on the add span"),
     "no-add-end": (_no_add_end, "no record count / outcome set on the add span at its end"),
     "no-add-genai": (_no_add_genai, "the add span started with its category and name only (no GenAI "

@@ -402,6 +402,21 @@ def test_add_without_inference_writes_each_record_from_its_message(
         r["id"] for r in memory.get_all(**scope(user_id=USER))["results"]}
 
 
+def test_create_memory_outside_an_add_keeps_its_own_span(instrumented: Any, memory: Any,
+                                                         span_exporter: InMemorySpanExporter) -> None:
+    # Inside an add, _create_memory passes through and its insert is the add's write stage (flat.FlatWrite
+    # tells a one-record create by its arguments); called on its own, it is an operation of its own.
+    record_id = memory._create_memory("Lives in Porto", {}, {"user_id": USER})
+    (create,) = spans_by_name(span_exporter)["mem0.create"]
+    assert "mem0.add" not in spans_by_name(span_exporter) and not stages_of(create)
+    assert create.attributes[GenAI.OPERATION_NAME] == "create_memory"
+    assert create.attributes[GenAI.MEMORY_RECORD_ID] == record_id
+    assert list(create.attributes[MemTrace.OUTPUTS]) == [f"mem0:{record_id}@1"]
+    metadata = memory.get(record_id)["metadata"] or {}
+    assert metadata.get(RecordMetadata.VARIABLE) == f"mem0:{record_id}@1"
+    assert f"{create.context.span_id:016x}" in metadata.get(RecordMetadata.TRACEPARENT, "")
+
+
 def _own_descriptors(span: Any) -> dict[str, tuple[str, str, str]]:
     """The descriptors of the variables an LLM stage of ``span`` writes under its stage id: id -> (kind,
     size, hash), from the joined ``memtrace.variables`` of its stage events."""
@@ -430,13 +445,18 @@ def test_own_variables_carry_no_hash_when_nothing_reads_one(no_content_env: None
     stages = 2 if mem0_generation() == 1 else 1
     assert kinds == sorted(["prompt", "response", "facts"] * stages), own
     assert all(digest == "" and int(size) > 0 for _, size, digest in own.values()), own
-    # Every other variable the add describes keeps its hash (the message; the record it wrote).
+    # The message the add wrote has none either (nothing compares a message's hash), its kind and size
+    # kept; the record it wrote keeps its hash (a retrieval's results are compared by it).
+    (message,) = add.attributes[MemTrace.VARIABLES]
+    message_kind, message_size, digest, message_id = message.split(" ", 3)
+    assert (message_kind, int(message_size), digest) == ("message", len("I moved to Lisbon."), ""), message
     others = [d for e in stages_of(add).values() for s in e for d in s.get(MemTrace.VARIABLES, ())
-              if d.split(" ", 3)[3] not in own] + list(add.attributes[MemTrace.VARIABLES])
-    assert others and all(len(d.split(" ", 3)[2]) == 16 for d in others), others
+              if d.split(" ", 3)[3] not in own]
+    assert others and all(len(d.split(" ", 3)[2]) == 16 and d.startswith("memory_unit ") for d in others), \
+        others
     # The graph reads the empty hash as none, the kind and size as written.
     graph = build_graph(record_from_readable(s) for s in span_exporter.get_finished_spans())
-    for variable_id, (kind, size, _) in own.items():
+    for variable_id, (kind, size, _) in {**own, message_id: (message_kind, message_size, "")}.items():
         data = graph.nodes[variable_id]
         assert (data["kind"], data["size"], data["hash"]) == (kind, int(size), ""), data
 
@@ -470,6 +490,10 @@ def test_own_variables_are_hashed_when_stored_by_reference(llm_server: Any, tmp_
         text = store.read(digest)
         assert content_hash(text) == digest and len(text) == int(size), (variable_id, kind)
     assert any(kind == "prompt" and "Lisbon" in store.read(digest) for kind, _, digest in own.values())
+    # The message too: hashed, and its text in the store under that hash.
+    (message,) = add.attributes[MemTrace.VARIABLES]
+    kind, size, digest, _ = message.split(" ", 3)
+    assert kind == "message" and store.read(digest) == "I moved to Lisbon.", message
 
 
 def test_the_record_less_variants_leave_out_what_they_say(no_content_env: None, instrumented: Any,

@@ -145,6 +145,23 @@ def verdicts(G: nx.DiGraph, canon: Canon) -> dict[str, list[tuple[Any, ...]]]:
     return found
 
 
+def writes(spans: list[Any], canon: Canon) -> list[dict[str, Any]]:
+    """The attributes of every write an add made (a span, or a stage event of the add's span), in the
+    order they started, under the mapping; an event's lists split, its own stage keys left out."""
+    found = []
+    for span in spans:
+        if span.attributes.get(MemTrace.OPERATION_NAME) in _WRITES:
+            found.append((span.start_time, dict(span.attributes)))
+        for event in span.events:
+            if event.name == MemTraceEvent.STAGE and event.attributes.get(MemTrace.OPERATION_NAME) in _WRITES:
+                a = {k: v.split(STAGE_LIST_SEPARATOR) if k in MemTraceStage.JOINED and isinstance(v, str)
+                     else v for k, v in event.attributes.items()}
+                start = a.pop(MemTraceStage.START)
+                found.append((start, {k: v for k, v in a.items() if k != MemTraceStage.ID}))
+    return [canon({k: list(v) if isinstance(v, tuple) else v for k, v in a.items()})
+            for _, a in sorted(found, key=lambda found: found[0])]
+
+
 @pytest.mark.parametrize("capture", [True, False], ids=["content", "no-content"])
 def test_stage_events_build_the_graph_stage_spans_built(llm_server: Any, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch,
@@ -205,6 +222,13 @@ def test_stage_events_build_the_graph_stage_spans_built(llm_server: Any, tmp_pat
     left_verdicts, right_verdicts = verdicts(spans_graph, left), verdicts(events_graph, right)
     assert left_verdicts == right_verdicts
     assert any(found and found[0][1] is not None for found in right_verdicts.values())
+
+    # The writes on the wire: each write stage's event carries what its span carried, key for key (the
+    # GenAI memory-client attributes, the record id and count, the lineage lists), though the records
+    # an add inserts are written without a stage of their own (flat.FlatWrite) and updates and deletes
+    # through the generic stage operation.
+    assert writes(span_shape, left) == writes(event_shape, right)
+    assert {w[MemTrace.OPERATION_NAME] for w in writes(event_shape, right)} >= {"mem0.create"}
 
     # The stage events' lineage lists are joined strings; the same events with the arrays they join
     # (the encoding before MemTraceStage.JOINED) build the same graph, node for node, and verdicts.

@@ -12,9 +12,10 @@ chain rule), and a search reads the sources its query matches and writes nothing
 its end with its lists joined once. What the event holds, and what the version registry, the
 in-process contents and the links receive, is exactly what the generic path wrote
 (``tests/mem0/test_mem0_stage_shape.py`` builds both shapes' graphs on the real mem0). The records
-an ``add`` inserts are a flat write stage too (:func:`flat_batch_insert`: 2.x's batch, and the insert
-of each ``_create_memory``, which itself passes through); its updates and deletes keep the generic
-path, which their semantics need. A flat stage's event is made when the ``add`` ends
+an ``add`` inserts are its write stage, leaner still (:class:`FlatWrite`: 2.x's batch, and the insert
+of each ``_create_memory``, which itself passes through): the insert only versions its records and
+writes their lineage into their payloads, the rest waits for the event; its updates and deletes keep
+the generic path, which their semantics need. A flat stage's event is made when the ``add`` ends
 (:meth:`FlatStage.finish`), all of them together.
 
 Thread safety: a stage belongs to the call that opened it (mem0's worker thread); the event and the
@@ -24,12 +25,11 @@ links go to the ``add`` span, which the SDK locks; the set of linked writers onl
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import random
 import time
 import weakref
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -42,16 +42,18 @@ from memtrace_otel.instrument.genai import (
     stored_records_attributes,
 )
 from memtrace_otel.instrument.mem0.lifecycle import Binder, MethodSpec, warn_once
-from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, prompt_text, write_records
+from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, prompt_text
 from memtrace_otel.instrument.mem0.scope import (
     Role,
     Scope,
     current_scope,
+    record_name,
     stored_variable,
+    unhashed_descriptor,
 )
 from memtrace_otel.instrument.mem0.stages import joined_list
 from memtrace_otel.instrument.operation import describe
-from memtrace_otel.instrument.record_lineage import write_lineage
+from memtrace_otel.instrument.record_lineage import format_traceparent
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.instrument.variables import Variable
 from memtrace_otel.semconv import (
@@ -61,10 +63,12 @@ from memtrace_otel.semconv import (
     MemTraceEvent,
     MemTraceLink,
     MemTraceStage,
+    RecordMetadata,
     VariableKind,
 )
 
-__all__ = ["FlatStage", "flat_batch_insert", "flat_create_wrapper", "flat_llm_wrapper", "flat_search_wrapper"]
+__all__ = ["FlatStage", "FlatWrite", "flat_batch_insert", "flat_create_wrapper", "flat_llm_wrapper",
+           "flat_search_wrapper"]
 
 Args = tuple[Any, ...]
 Kw = dict[str, Any]
@@ -76,6 +80,8 @@ _random = random.Random()  # as stages.py: the SDK's RandomIdGenerator's own kin
 _LINK_VARIABLE = MemTraceLink.VARIABLE
 _STAGE = MemTraceEvent.STAGE
 _RETRIEVAL = Category.RETRIEVAL.value
+_MEMORY_UNIT = VariableKind.MEMORY_UNIT
+_RECORD_VARIABLE, _RECORD_TRACEPARENT = RecordMetadata.VARIABLE, RecordMetadata.TRACEPARENT
 
 
 class FlatStage:
@@ -87,13 +93,9 @@ class FlatStage:
     """
 
     __slots__ = ("_add", "_capture", "_context", "_end", "_host", "_limit", "_linked", "_links", "_llm",
-                 "_owner", "_records_recorded", "_start", "attributes", "inputs", "outputs", "stage_id",
-                 "start", "steps", "storing")
+                 "_owner", "_start", "attributes", "inputs", "outputs", "stage_id", "start", "steps")
 
-    def __init__(self, tracer: MemoryTracer, add: Scope, name: str, category: str,
-                 start: dict[str, Any] | None = None, *, storing: bool = False) -> None:
-        # ``start``: the start attributes the stage's span would have had (a write's GenAI
-        # memory-client attributes, ``MemoryTracer.operation``'s); by default its category and name.
+    def __init__(self, tracer: MemoryTracer, add: Scope, name: str, category: str) -> None:
         host = add.op
         self._owner, self._host, self._add = tracer, host, add
         self._end = 0
@@ -102,11 +104,7 @@ class FlatStage:
         self._llm: tuple[str, Any, Any] | None = None
         """An LLM stage: its name, the messages sent and the response, made into its prompt and
         response variables when its event is added (nothing reads them before)."""
-        self._start = start if start is not None else {MemTrace.OPERATION_CATEGORY: category,
-                                                       MemTrace.OPERATION_NAME: name}
-        self.storing = storing
-        """A write of records (``create_memory``): described as stored at the end unless recorded."""
-        self._records_recorded = False
+        self._start = {MemTrace.OPERATION_CATEGORY: category, MemTrace.OPERATION_NAME: name}
         # A sampled-out add records nothing, and its stages' versions name no producer (as before).
         self._context = host._context if host._recording else None
         if add.stage_links is None:
@@ -179,28 +177,8 @@ class FlatStage:
             if content is not None and (not capture or len(content) > self._limit):
                 owner.contents.put(variable.id, content)
             if not capture and owner.uploader is None:
-                variable.descriptor = _unhashed(variable)
+                variable.descriptor = unhashed_descriptor(variable)
         return variable
-
-    def lineage_metadata(self, variable: Variable, metadata: MutableMapping[str, object]) -> None:
-        """As :meth:`Operation.lineage_metadata`: the record holds ``variable``, written by the add span."""
-        write_lineage(metadata, variable.id, variable.producer)
-
-    def record_memory(self, *, record_id: str | None = None, count: int | None = None,
-                      records: Sequence[RetrievedRecord | Variable] | None = None) -> None:
-        """As :meth:`Operation.record_memory`, into the stage's attributes."""
-        if self._context is None:
-            return
-        attributes = self.attributes
-        if record_id is not None:
-            attributes[GenAI.MEMORY_RECORD_ID] = record_id
-        if count is None and records is not None:
-            count = len(records)
-        if count is not None:
-            attributes[GenAI.MEMORY_RECORD_COUNT] = int(count)
-        if records is not None:
-            self._records_recorded = True
-            attributes.update(stored_records_attributes(records, capture=self._capture, limit=self._limit))
 
     def finish(self, exc: BaseException | None) -> None:
         """The stage ended: its event is due (nothing when the ``add`` is not recording).
@@ -266,25 +244,10 @@ class FlatStage:
                 attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
         if self.steps:
             attributes[MemTrace.STEP_NAMES] = joined_list(list(_LLM_STEPS[:self.steps]), limit)
-        if self.storing and self._capture and not self._records_recorded:
-            stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
-            if stored:
-                attributes.update(stored_records_attributes(stored, capture=True, limit=self._limit))
         attributes.update(self._start)
         attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
         attributes[MemTraceStage.START] = self.start
         span.add_event(_STAGE, attributes, timestamp=self._end)
-
-
-def _unhashed(variable: Variable) -> str:
-    """The ``memtrace.variables`` descriptor of ``variable`` with its hash left empty
-    (``docs/conventions.md``: the hash of a stage's own variable is written only when read).
-
-    >>> _unhashed(Variable("mem0.add.extract.prompt:00ff", 1, VariableKind.PROMPT, "hello"))
-    'prompt 5  mem0.add.extract.prompt:00ff@1'
-    """
-    content = variable.content
-    return f"{variable.kind._value_} {len(content) if content is not None else 0}  {variable.id}"
 
 
 def _add_scope(instance: Any, component: str) -> Scope | None:
@@ -411,49 +374,177 @@ def _search_end(stage: FlatStage, add: Scope, arguments: Kw, result: Any) -> Non
         capture=capture, limit=stage._limit))
 
 
+class FlatWrite:
+    """The records one insert of a traced ``add`` stores: its write stage (``mem0.create``), with no
+    :class:`FlatStage` and no call of its own.
+
+    What the insert must do while mem0 waits is only what the stored records carry: each record's
+    next version in the registry and its lineage written into its payload (the version's id and the
+    ``add`` span's traceparent, which a later search reads back). The rest (its reads and their
+    links, the in-process contents, the record attributes and the ``memtrace.stage`` event) is made
+    when the ``add`` ends, with the other stages' events (:meth:`emit`), from what the insert
+    returned and the two times around it. The event is the one the stage wrote before, attribute for
+    attribute, so the graph keeps its ``mem0.create`` node (category ``extraction``) between the
+    decision or extraction and the record, which the engines read (``tests/mem0/test_mem0_stage_shape.py``).
+
+    Which sources it read comes from its own arguments (``CreateSpec.begin``'s rule): a one-record
+    insert (1.x's ``_create_memory``, an ``add`` without inference, 2.x's one-by-one fallback) reads the
+    sources whose text is its record's, else all of them; a batch (2.x) reads every source. 2.x's batch
+    reads one source, its parsed facts, so the two rules agree on it.
+    """
+
+    __slots__ = ("_add", "_context", "_end", "_error", "_owner", "_start", "arguments", "inputs", "records",
+                 "stage_id", "start")
+
+    def __init__(self, tracer: MemoryTracer, add: Scope, start: dict[str, Any], arguments: Kw) -> None:
+        host = add.op
+        self._owner, self._add, self._start = tracer, add, start
+        # A sampled-out add records nothing, and its records name no producer (as before).
+        self._context = context = host._context if host._recording else None
+        ids = getattr(tracer._tracer, "id_generator", None)  # the provider's: a seeded one seeds stages too
+        self.stage_id = (ids.generate_span_id() if ids is not None else _random.getrandbits(64)) or 1
+        self.start = time.time_ns()
+        self._end = 0
+        self._error: BaseException | None = None
+        self.arguments = arguments
+        sources = add.sources
+        payloads = arguments.get("payloads")
+        if type(payloads) is list and len(payloads) == 1 and type(payloads[0]) is dict:
+            data = payloads[0].get("data")
+            sources = [v for v in sources if v.content == data] or sources
+        self.inputs: list[Variable] = list(sources)
+        self.records: list[tuple[Variable, str]] = []
+        """Each record stored: its version and its id in the store."""
+        _write_records(self, context, arguments)
+
+    def finish(self, exc: BaseException | None) -> None:
+        """The insert returned (or raised): the stage's event is due when the ``add`` ends."""
+        if self._context is None:
+            return
+        self._error = exc
+        self._end = time.time_ns()
+        add = self._add
+        if add.pending is None:
+            add.pending = [self]
+        else:
+            add.pending.append(self)
+
+    def emit(self) -> None:
+        """The write stage's ``memtrace.stage`` event on the ``add`` span, at the time the insert returned
+        (:meth:`FlatStage.emit`'s attributes, in its order)."""
+        owner, add, records = self._owner, self._add, self.records
+        span = add.op.span
+        context = self._context
+        assert context is not None  # only a recording add's writes are pending
+        capture, limit = owner.capture_content, owner.content_max_chars
+        # The reads (FlatStage.read): one link per writer per add, on the add span.
+        linked = add.stage_links
+        if linked is None:
+            linked = add.stage_links = {context.span_id}
+        elif not linked:
+            linked.add(context.span_id)  # the add itself is never linked
+        for v in self.inputs:
+            producer = v.producer
+            if producer is not None and producer.span_id not in linked and producer.is_valid:
+                linked.add(producer.span_id)
+                span.add_link(producer, {_LINK_VARIABLE: v.id})
+        contents = owner.contents
+        for v, _ in records:  # the in-process contents (FlatStage.write)
+            content = v.content
+            if content is not None and (not capture or len(content) > limit):
+                contents.put(v.id, content)
+        # The record attributes (FlatStage.record_memory, as write_records called it).
+        attributes: dict[str, Any] = {}
+        ids = self.arguments.get("ids")
+        counted = isinstance(ids, Sequence) and isinstance(self.arguments.get("payloads"), Sequence)
+        if counted:
+            assert isinstance(ids, Sequence)
+            if len(ids) == 1:
+                attributes[GenAI.MEMORY_RECORD_ID] = str(ids[0])
+                attributes[GenAI.MEMORY_RECORD_COUNT] = len(records)
+            else:
+                attributes[GenAI.MEMORY_RECORD_COUNT] = len(ids)
+            if capture:
+                stored = [RetrievedRecord(v, None, record_id) for v, record_id in records]
+                attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
+        if self._error is not None:
+            attributes[GenAI.ERROR_TYPE] = type(self._error).__qualname__
+        limit_chars = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
+        described = [v for v in self.inputs if v.producer is None]
+        if self.inputs:
+            attributes[MemTrace.INPUTS] = joined_list([v.id for v in self.inputs], limit_chars)
+        if records:
+            attributes[MemTrace.OUTPUTS] = joined_list([v.id for v, _ in records], limit_chars)
+            described += [v for v, _ in records]
+        if described:
+            attributes[MemTrace.VARIABLES] = joined_list([v.descriptor or describe(v) for v in described],
+                                                         limit_chars)
+            if capture:
+                attributes[MemTrace.VARIABLE_CONTENTS] = [
+                    "" if v.content is None else v.content[:limit] for v in described]
+            uploader = owner.uploader
+            if uploader is not None:
+                for v in described:
+                    if v.content is not None:
+                        uploader.submit(v.hash, v.content)
+                attributes[MemTrace.CONTENT_REF] = owner.content_ref
+        attributes.update(self._start)
+        attributes[MemTraceStage.ID] = f"{self.stage_id:016x}"
+        attributes[MemTraceStage.START] = self.start
+        span.add_event(_STAGE, attributes, timestamp=self._end)
+
+
+def _write_records(write: FlatWrite, context: SpanContext | None, arguments: Kw) -> None:
+    """Each inserted record's next version, its lineage written into its payload before mem0 stores
+    it (``pipeline.write_records``, without the writer's calls: its contents and attributes are the
+    event's business, :meth:`FlatWrite.emit`)."""
+    ids, payloads = arguments.get("ids"), arguments.get("payloads")
+    if not isinstance(ids, Sequence) or not isinstance(payloads, Sequence):
+        return
+    registry, records = write._owner.registry, write.records
+    traceparent = format_traceparent(context) if context is not None and context.is_valid else None
+    for record_id, payload in zip(ids, payloads, strict=False):
+        if isinstance(payload, dict):
+            data = payload.get("data")
+            variable = registry.next_version(record_name(record_id), _MEMORY_UNIT,
+                                             data if isinstance(data, str) else None, context)
+            payload[_RECORD_VARIABLE] = variable.id  # record_lineage.write_lineage, its producer the add
+            if traceparent is not None:
+                payload[_RECORD_TRACEPARENT] = traceparent
+            records.append((variable, str(record_id)))
+
+
 def flat_batch_insert(tracer: MemoryTracer, spec: MethodSpec,
                       function: Callable[..., Any]) -> Callable[[Callable[..., Any], Scope, Args, Kw], Any]:
-    """An insert into the store of a traced ``add``: one write stage (``BatchCreateSpec``, flat).
-
-    2.x's batch of new memories reads every source of the ``add``; the insert of a
-    ``_create_memory`` (1.x's decisions, an ``add`` without inference) is its one record, which reads
-    the sources its text is, else all of them (``CreateSpec.begin``)."""
+    """An insert into the store of a traced ``add``: its write stage, a :class:`FlatWrite`."""
     bind = Binder.of(function)
     starts = _StartAttributes(tracer, spec)
+    what = spec.name
 
     def insert(wrapped: Callable[..., Any], add: Scope, args: Args, kwargs: Kw) -> Any:
         if not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
         try:
             arguments = bind(args, kwargs)
-            stage = FlatStage(tracer, add, spec.name, spec.category.value, starts(add.memory, arguments),
-                              storing=True)
-            sources = add.sources
-            if _creating.get():
-                payloads = arguments.get("payloads")
-                data = payloads[0].get("data") if isinstance(payloads, list) and len(payloads) == 1 \
-                    and isinstance(payloads[0], dict) else None
-                sources = [v for v in sources if v.content == data] or sources
-            for variable in sources:
-                stage.read(variable)
-            write_records(stage, arguments)  # the lineage goes into the payloads before they are stored
+            write = FlatWrite(tracer, add, starts(add.memory, arguments), arguments)
         except Exception as exc:
-            warn_once(f"{spec.name} start", exc)
+            warn_once(f"{what} start", exc)
             return wrapped(*args, **kwargs)
-        return _run(stage, spec.name, wrapped, args, kwargs, _nothing)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _guarded(f"{what} end", write.finish, exc)
+            raise
+        _guarded(f"{what} end", write.finish, None)
+        return result
 
     return insert
 
 
-_creating: contextvars.ContextVar[bool] = contextvars.ContextVar("memtrace_mem0_creating", default=False)
-"""Inside a ``_create_memory`` of a traced ``add``: its insert is that record's write stage."""
-
-
-def flat_create_wrapper(tracer: MemoryTracer, spec: MethodSpec, function: Callable[..., Any],
-                        generic: Wrapper) -> Wrapper:
+def flat_create_wrapper(generic: Wrapper) -> Wrapper:
     """``_create_memory`` inside a traced ``add``: passed through, its insert recording the write stage
-    (:func:`flat_batch_insert`: one wrapper on the write instead of two, no scope of its own); anywhere
-    else, ``generic`` (its own span).
+    (:class:`FlatWrite`, which knows a one-record create from its own arguments); anywhere else,
+    ``generic`` (its own span).
 
     The stage's record id is the insert's (mem0 returns the id it inserted under); it starts at the
     insert and ends when the insert returns, rather than around the whole call (which then writes
@@ -463,11 +554,7 @@ def flat_create_wrapper(tracer: MemoryTracer, spec: MethodSpec, function: Callab
         add = current_scope()
         if add is None or add.role is not Role.ADD:
             return generic(wrapped, instance, args, kwargs)
-        token = _creating.set(True)
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            _creating.reset(token)
+        return wrapped(*args, **kwargs)
 
     return wrapper
 
@@ -495,7 +582,3 @@ class _StartAttributes:
         with contextlib.suppress(TypeError):  # not weakly referable: made each time
             self._made = (weakref.ref(memory), attributes)
         return attributes
-
-
-def _nothing(result: Any) -> None:
-    """A batch insert's result says nothing more: its records were written before it ran."""

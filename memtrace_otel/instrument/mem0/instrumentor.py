@@ -92,7 +92,7 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
                     if method == "_create_memory" and not stage_spans \
                             and not inspect.iscoroutinefunction(function):
                         # Inside an add, a write stage straight into its event (flat.py); elsewhere a span.
-                        wrapper = flat_create_wrapper(tracer, specs[method], function, wrapper)
+                        wrapper = flat_create_wrapper(wrapper)
                     wrapt.wrap_function_wrapper(cls, method, wrapper)
                     self._wrapped.append((cls, method, wrapper))
         self._wrap_clients(tracer)

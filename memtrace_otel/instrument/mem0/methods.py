@@ -24,6 +24,7 @@ from memtrace_otel.instrument.mem0.scope import (
     record_variable,
     stored_variable,
     text_hash,
+    unhashed_descriptor,
 )
 from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.variables import Variable, VariableRegistry
@@ -93,9 +94,15 @@ class AddSpec(MethodSpec):
         messages = [m for m in messages_of(arguments.get("messages"))
                     if isinstance(m.get("content"), str) and m.get("role") != "system"]
         ids = app_message_ids(arguments.get("metadata"), len(messages))
+        op = scope.op
+        owner = op._owner
+        # A message is never a copy of another nor what a retrieval returned: without content capture
+        # and without an uploader nothing reads its hash (scope.unhashed_descriptor), so none is made.
+        unhashed = not owner.capture_content and owner.uploader is None
         for message, app_id in zip(messages, ids, strict=True):
-            variable = scope.op.write(message_name(message, app_id), message["content"],
-                                      kind=VariableKind.MESSAGE)
+            variable = op.write(message_name(message, app_id), message["content"], kind=VariableKind.MESSAGE)
+            if unhashed:
+                variable.descriptor = unhashed_descriptor(variable)
             scope.sources.append(variable)
 
     def end(self, scope: Scope, arguments: Arguments, result: Any) -> None:

@@ -29,7 +29,7 @@ from memtrace_otel.semconv import RecordMetadata, VariableKind
 from memtrace_otel.wire import parse_variable_id
 
 __all__ = ["PendingStage", "RecordWriter", "Role", "Scope", "current_scope", "message_name", "record_name",
-           "record_variable", "stored_variable", "text_hash"]
+           "record_variable", "stored_variable", "text_hash", "unhashed_descriptor"]
 
 
 class Role(Enum):
@@ -110,6 +110,24 @@ def text_hash(text: str) -> str:
     'a7b6eda801e5347d'
     """
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def unhashed_descriptor(variable: Variable) -> str:
+    """The ``memtrace.variables`` descriptor of ``variable`` with its hash left empty
+    (``docs/conventions.md``: a hash nothing can read is not written).
+
+    For a variable whose hash no reader could use: a content hash is read only to find a text in a
+    store by reference (the uploader's; the graph builder's ``_fill_contents``) or to move contents
+    captured on a span into one (``content/externalize.py``), so without content capture and without
+    an uploader it is read only by the engines that compare two variables' hashes, and they compare
+    a copy with its original (``GraphIndex.original``) or what a retrieval returned with what it read
+    (``lineage._results``). A stage's own variables and ``add``'s messages are neither.
+
+    >>> unhashed_descriptor(Variable("mem0.add.extract.prompt:00ff", 1, VariableKind.PROMPT, "hello"))
+    'prompt 5  mem0.add.extract.prompt:00ff@1'
+    """
+    content = variable.content
+    return f"{variable.kind._value_} {len(content) if content is not None else 0}  {variable.id}"
 
 
 def record_name(record_id: object) -> str:
