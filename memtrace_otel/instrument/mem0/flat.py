@@ -455,10 +455,8 @@ class FlatWrite:
                 contents.put(v.id, content)
         # The record attributes (FlatStage.record_memory, as write_records called it).
         attributes: dict[str, Any] = {}
-        ids = self.arguments.get("ids")
-        counted = isinstance(ids, Sequence) and isinstance(self.arguments.get("payloads"), Sequence)
-        if counted:
-            assert isinstance(ids, Sequence)
+        ids, payloads = self.arguments.get("ids"), self.arguments.get("payloads")
+        if isinstance(ids, Sequence) and isinstance(payloads, Sequence):  # as _write_records read them
             if len(ids) == 1:
                 attributes[GenAI.MEMORY_RECORD_ID] = str(ids[0])
                 attributes[GenAI.MEMORY_RECORD_COUNT] = len(records)
@@ -469,16 +467,16 @@ class FlatWrite:
                 attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
         if self._error is not None:
             attributes[GenAI.ERROR_TYPE] = type(self._error).__qualname__
-        limit_chars = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
+        length_limit = getattr(getattr(span, "_limits", None), "max_attribute_length", None)
         described = [v for v in self.inputs if v.producer is None]
         if self.inputs:
-            attributes[MemTrace.INPUTS] = joined_list([v.id for v in self.inputs], limit_chars)
+            attributes[MemTrace.INPUTS] = joined_list([v.id for v in self.inputs], length_limit)
         if records:
-            attributes[MemTrace.OUTPUTS] = joined_list([v.id for v, _ in records], limit_chars)
+            attributes[MemTrace.OUTPUTS] = joined_list([v.id for v, _ in records], length_limit)
             described += [v for v, _ in records]
         if described:
             attributes[MemTrace.VARIABLES] = joined_list([v.descriptor or describe(v) for v in described],
-                                                         limit_chars)
+                                                         length_limit)
             if capture:
                 attributes[MemTrace.VARIABLE_CONTENTS] = [
                     "" if v.content is None else v.content[:limit] for v in described]
