@@ -842,6 +842,32 @@ def test_a_search_that_returned_the_unit_is_not_the_miss_another_evidence_search
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+@pytest.mark.parametrize(("sam_returned", "blamed"), [(["D13:6"], "search sam"), ([], "search evan")])
+def test_a_search_that_missed_a_carrier_another_search_returned_decided_nothing(
+        tracer_provider, span_exporter, sam_returned, blamed):
+    """One search per speaker, Evan's first. Sam's kayaking is stored once, from D13:6 (his extractor, shown
+    it, wrote nothing new for D13:8); Evan's store held his reply naming it, and his search passed it over.
+    Sam's search returned the kayaking unit and passed over the painting: the reader had the kayaking either
+    way, so Evan's miss decided nothing and Sam's search is to blame. Had Sam's search not returned the
+    kayaking either, Evan's earlier miss is the first fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D1:11", "[20 May 2023] Sam: Nothing so far, but I was thinking about trying painting.",
+               "Sam is thinking about trying painting (20 May 2023).", store="sam")
+    system.add("D13:6", "[14 October 2023] Sam: Thinking about trying something different outdoors.",
+               "Sam is considering trying kayaking as a new outdoor activity (14 October 2023).", store="sam")
+    system.add("D13:8", "[14 October 2023] Sam: Kayaking sounds awesome! Haven't tried it yet, but it looks "
+               "like a fun way to get in some exercise and enjoy nature.", None, shown=("D13:6",),
+               store="sam")
+    system.add("D13:9", "[14 October 2023] Evan: I know a good spot for kayaking, I'll hook you up, Sam!",
+               "Evan offered to hook Sam up with a good spot for kayaking (14 October 2023).", store="evan")
+    system.add("D13:11", "[14 October 2023] Evan: My knee is much better now.",
+               "Evan's knee is much better (14 October 2023).", store="evan")
+    system.ask("What new hobbies did Sam consider trying?", "Painting, kayaking", ["D1:11", "D13:6", "D13:8"],
+               [], stores={"evan": ["D13:11"], "sam": sam_returned})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
+
+
 def test_gold_words_a_question_asks_do_not_ground_its_extractions_drop(tracer_provider, span_exporter):
     """An inferred gold ("Likely no; since this one went badly") shares a common word with a sentence of one
     evidence message that asks ("What's been up since we last talked?"). A question states no fact: that

@@ -194,7 +194,7 @@ class Verdict:
 
 
 def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
-               question: str | None = None) -> Verdict | None:
+               question: str | None = None, told: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carriers(case, carries, carries.lineage_stored())
@@ -265,6 +265,9 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             # each reading the first search's results). The op that read it last and passed none
             # on lost it.
             continue
+        if index.category(op) == Category.RETRIEVAL and _reached_otherwise(case, op, carries, told):
+            # Another search of the question handed the answerer a carrier: this one's miss decided nothing.
+            continue
         return _read_verdict(case, op, carrier)
     if alive:
         missed = _not_returned(case, alive)
@@ -281,6 +284,34 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             case.answer,
         )
     return None
+
+
+def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, told: frozenset[str]) -> bool:
+    """Whether another of the question's searches (not one reading what ``retrieval`` wrote) returned, into a
+    context the answerer read, a unit carrying the information that was written from an evidence message
+    (one of ``told``, or on this evidence's lineage).
+
+    An app that searches several stores for one question (mem0's evaluation searches each speaker) hands the
+    reader every search's results. A search that passed over a unit carrying the fact did not decide the
+    answer when another search returned the evidence's own saying of it: the reader had it either way.
+    A unit from elsewhere that the presence test sees carrying (it shares the gold's words) shows no such
+    thing: it may tell another event.
+    """
+    index = case.index
+    if carries.info.source != "gold" or _is_question(carries.info.text):
+        return False  # a fact the evidence does not state in the gold's words: nothing to have had
+    unread = unread_by(case)
+    for variable in index.inputs(case.generator):
+        producer = index.producer(variable)
+        if (producer is None or producer == retrieval or index.data(variable).get("kind") in _NOT_CONTEXT
+                or index.category(producer) not in _READ_OPS
+                or any(index.producer(v) == retrieval for v in index.inputs(producer))):
+            continue
+        for unit in index.inputs(producer):
+            if (index.is_stored(unit) and not unread(unit) and carries(unit)
+                    and (unit in carries.descendants or not told.isdisjoint(index.origin_messages(unit)))):
+                return True
+    return False
 
 
 def _not_returned(case: LineageCase, alive: list[str]) -> list[str]:
@@ -807,8 +838,9 @@ def _last_carrier_read(index: GraphIndex, op: str, carries: Carrying) -> str:
     return next((v for v in index.inputs(op) if carries(v)), carries.evidence)
 
 
-def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | None:
-    """The verdict for one evidence message's information."""
+def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozenset[str] = frozenset()
+           ) -> Verdict | None:
+    """The verdict for one evidence message's information (``told``: the failure's evidence messages)."""
     index = case.index
     content = index.text(evidence)
     if content and not failure.gold:
@@ -825,7 +857,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str) -> Verdict | 
     stated = critical_information(failure.gold, failure.question) if failure.gold else None
     carries = Carrying(case, evidence, info, structural=structural, stated=stated)
     asked = tokenize(failure.question)
-    verdict = _read_side(case, carries, asked, failure.question)
+    verdict = _read_side(case, carries, asked, failure.question, told)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
         # memory at the question: they came from another message (one saying something like it, or
@@ -1070,7 +1102,8 @@ class LineageEngine(Engine):
                               semantic=embedder() if self.use_embeddings and index.has_content else None)
         evidence, given = find_evidence(G, failure, use_embeddings=self.use_embeddings, stores=case.stores)
         suspects = structural_suspects(case, evidence)
-        verdicts = [v for e in evidence if (v := _trace(case, failure, e)) is not None]
+        told = frozenset(evidence)
+        verdicts = [v for e in evidence if (v := _trace(case, failure, e, told)) is not None]
         verdict = _from_suspects(suspects) if case.structural and suspects else _choose(
             case, verdicts, critical_information(failure.gold, failure.question) if failure.gold else None)
         guessed = verdict is None
