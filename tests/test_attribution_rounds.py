@@ -868,6 +868,32 @@ def test_a_search_that_missed_a_carrier_another_search_returned_decided_nothing(
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
 
 
+@pytest.mark.parametrize(("johns_unit", "blamed", "error_type"), [
+    ("Tim enjoys fantasy books like Harry Potter and Game of Thrones (21 November 2023).", "answer",
+     ErrorType.RESPONSE),
+    ("Tim enjoys fantasy books like Harry Potter (21 November 2023).", "search tim", ErrorType.RETRIEVAL),
+])
+def test_a_search_miss_is_not_decisive_when_another_search_returned_a_unit_saying_the_whole_answer(
+        tracer_provider, span_exporter, johns_unit, blamed, error_type):
+    """One search per speaker, Tim's first; Tim's search passed over the unit written from the evidence.
+    John's search returned a unit of another message saying the whole answer of Tim (with a word of the
+    question): the reader had the answer, so the miss decided nothing and the reader is to blame. A unit
+    with only part of the answer shows no such thing: Tim's search stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D4:7", "[2 August 2023] Tim: Harry Potter and Game of Thrones are amazing - I'm totally "
+               "hooked! I write about them for an online magazine.",
+               "Tim loves writing about Harry Potter and Game of Thrones (2 August 2023).", store="tim")
+    system.add("D4:9", "[2 August 2023] Tim: I went to a castle last week.",
+               "Tim went to a castle (2 August 2023).", store="tim")
+    system.add("D19:4", "[21 November 2023] John: You enjoy fantasy books like Harry Potter and Game of "
+               "Thrones, right?", johns_unit, store="john")
+    system.ask("Which two fantasy novels does Tim particularly enjoy writing about?",
+               "Harry Potter and Game of Thrones", ["D4:7"], [], stores={"tim": ["D4:9"], "john": ["D19:4"]},
+               prediction="Tim went to a castle")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 def test_gold_words_a_question_asks_do_not_ground_its_extractions_drop(tracer_provider, span_exporter):
     """An inferred gold ("Likely no; since this one went badly") shares a common word with a sentence of one
     evidence message that asks ("What's been up since we last talked?"). A question states no fact: that

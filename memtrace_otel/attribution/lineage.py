@@ -147,6 +147,7 @@ from memtrace_otel.attribution.survival import (
     held_already,
     keeps,
     salient,
+    says_whole_gold,
     statement_fate,
     statement_loss,
     stating_gold,
@@ -194,7 +195,8 @@ class Verdict:
 
 
 def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
-               question: str | None = None, told: frozenset[str] = frozenset()) -> Verdict | None:
+               question: str | None = None, told: frozenset[str] = frozenset(),
+               stated: Information | None = None) -> Verdict | None:
     """Blame on the query path: the first op whose inputs (or store) carry and outputs do not."""
     index = case.index
     alive = _alive_carriers(case, carries, carries.lineage_stored())
@@ -265,7 +267,8 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             # each reading the first search's results). The op that read it last and passed none
             # on lost it.
             continue
-        if index.category(op) == Category.RETRIEVAL and _reached_otherwise(case, op, carries, told):
+        if (index.category(op) == Category.RETRIEVAL
+                and _reached_otherwise(case, op, carries, told, stated, asked)):
             # Another search of the question handed the answerer a carrier: this one's miss decided nothing.
             continue
         return _read_verdict(case, op, carrier)
@@ -286,16 +289,18 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
     return None
 
 
-def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, told: frozenset[str]) -> bool:
+def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, told: frozenset[str],
+                       stated: Information | None = None, asked: frozenset[str] = frozenset()) -> bool:
     """Whether another of the question's searches (not one reading what ``retrieval`` wrote) returned, into a
     context the answerer read, a unit carrying the information that was written from an evidence message
-    (one of ``told``, or on this evidence's lineage).
+    (one of ``told``, or on this evidence's lineage) or that states the whole gold (``stated``, with a word
+    of the question ``asked``: :func:`.survival.says_whole_gold`).
 
     An app that searches several stores for one question (mem0's evaluation searches each speaker) hands the
     reader every search's results. A search that passed over a unit carrying the fact did not decide the
-    answer when another search returned the evidence's own saying of it: the reader had it either way.
-    A unit from elsewhere that the presence test sees carrying (it shares the gold's words) shows no such
-    thing: it may tell another event.
+    answer when another search returned the evidence's own saying of it, or a saying of the whole answer:
+    the reader had it either way. A unit from elsewhere that the presence test sees carrying only because it
+    shares some of the gold's words shows no such thing: it may tell another event.
     """
     index = case.index
     if carries.info.source != "gold" or _is_question(carries.info.text):
@@ -309,7 +314,9 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
             continue
         for unit in index.inputs(producer):
             if (index.is_stored(unit) and not unread(unit) and carries(unit)
-                    and (unit in carries.descendants or not told.isdisjoint(index.origin_messages(unit)))):
+                    and (unit in carries.descendants or not told.isdisjoint(index.origin_messages(unit))
+                         or (stated is not None
+                             and says_whole_gold(index, unit, stated, carries.info.exact, asked)))):
                 return True
     return False
 
@@ -857,7 +864,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     stated = critical_information(failure.gold, failure.question) if failure.gold else None
     carries = Carrying(case, evidence, info, structural=structural, stated=stated)
     asked = tokenize(failure.question)
-    verdict = _read_side(case, carries, asked, failure.question, told)
+    verdict = _read_side(case, carries, asked, failure.question, told, stated)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
         # memory at the question: they came from another message (one saying something like it, or

@@ -299,6 +299,14 @@ def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str
     return states
 
 
+def says_whole_gold(index: GraphIndex, variable: str, gold: Information, exact: frozenset[str],
+                    asked: frozenset[str]) -> bool:
+    """Whether a line of ``variable`` states the whole ``gold`` (:func:`_states_whole`: the gold, ``exact``
+    and a word of the question; never for a date gold)."""
+    states = _states_whole(gold, exact, asked)
+    return states is not None and any(states(line) for line in index.lines(variable))
+
+
 def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
                  session_of: str | None = None) -> list[str]:
     """Memory units alive in the question's stores when it is asked, not held by the answer's context,
