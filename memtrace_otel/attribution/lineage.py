@@ -46,7 +46,10 @@ off the graph without a model:
    the evidence's own unit was lost first, the loss decided unless the search
    would have passed over the lost unit too. With one search per
    store (a mem0 app searches each speaker), an earlier search of another
-   store that passed over a unit saying the whole answer failed first.
+   store that passed over a unit saying the whole answer failed first; and a
+   search that passed over a carrier decided nothing when another search
+   returned a carrier written from the evidence, or one saying the whole
+   answer: the reader had it either way.
 4. **Write side** (before the question, forward from the evidence): an
    operation is judged by what it wrote (memory units, versions, tombstones,
    what it passed on), never by its prompts, raw model responses or model-call
