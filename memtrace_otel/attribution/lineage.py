@@ -316,10 +316,12 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
                 or any(index.producer(v) == retrieval for v in index.inputs(producer))):
             continue
         for unit in index.inputs(producer):
-            if (index.is_stored(unit) and not unread(unit) and carries(unit)
+            # The cheap ties first: the presence test may embed the unit.
+            if (index.is_stored(unit)
                     and (unit in carries.descendants or not told.isdisjoint(index.origin_messages(unit))
                          or (stated is not None
-                             and says_whole_gold(index, unit, stated, carries.info.exact, asked)))):
+                             and says_whole_gold(index, unit, stated, carries.info.exact, asked)))
+                    and not unread(unit) and carries(unit)):
                 return True
     return False
 
