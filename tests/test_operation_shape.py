@@ -24,7 +24,7 @@ from memtrace_otel.instrument import operation as operation_module
 from memtrace_otel.instrument.genai import stored_records_attributes
 from memtrace_otel.instrument.operation import _STORING_OPERATIONS, Operation, _upload
 from memtrace_otel.instrument.variables import Variable
-from memtrace_otel.semconv import MemTrace, VariableKind
+from memtrace_otel.semconv import MemTrace, MemTraceLink, VariableKind
 from memtrace_otel.spans import record_from_readable
 from memtrace_otel.wire import describe as wire_describe
 
@@ -50,7 +50,23 @@ def _reference_describe(variable: Variable) -> str:
 
 
 def _reference_flush(self: Operation) -> None:
-    """``_flush_lineage`` as it was before issue 28 (a pass per list, ``wire.describe``)."""
+    """``_flush_lineage`` as it was before issue 28 (a pass per list, ``wire.describe``), with what ``read``
+    and ``write`` did when called up to session 38 and ``_flush_lineage`` does now: a link per producer
+    span (the first variable read from it names it) unless the producer is the span's parent, and the
+    in-process contents of the outputs the span does not carry whole."""
+    linked: set[int] = self._linked if self._linked is not None else set()
+    parent = getattr(self.span, "parent", None)
+    for v in self.inputs:
+        producer = v.producer
+        if producer is None or not producer.is_valid or producer.span_id in linked:
+            continue
+        linked.add(producer.span_id)
+        if parent is None or (parent.trace_id, parent.span_id) != (producer.trace_id, producer.span_id):
+            self.span.add_link(producer, {MemTraceLink.VARIABLE: v.id})
+    owner = self._owner
+    for v in self.outputs:
+        if v.content is not None and (not owner.capture_content or len(v.content) > owner.content_max_chars):
+            owner.contents.put(v.id, v.content)
     attributes: dict[str, Any] = {}
     if self.inputs:
         attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]

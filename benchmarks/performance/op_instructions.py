@@ -11,7 +11,9 @@ move the count by a thousand instructions a call. It says nothing about cache mi
 mispredictions, which the time of a call also pays; use it to compare two versions of the code,
 beside ``op_overhead.py``.
 
-    python benchmarks/performance/op_instructions.py [--calls 3000] [--json]    # needs valgrind
+    python benchmarks/performance/op_instructions.py [--calls 3000] [--one-shot] [--json]    # needs valgrind
+
+``--one-shot`` also counts the operation made by ``MemoryTracer.record`` (one call, the same span).
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ def floor():
     with tracer.start_as_current_span("extract", attributes=start) as s:
         s.add_link(message.producer, {{MemTraceLink.VARIABLE: "msg:D1:1@1"}})
         s.set_attributes(payload)
-function = traced if mode == "traced" else floor
+reads = (message, ("instructions", query_text, VariableKind.PROMPT))
+writes = (("mem:1", "User moved to Lisbon in March 2021", VariableKind.MEMORY_UNIT),)
+def one_shot():
+    mt.record("extract", Category.EXTRACTION, reads=reads, writes=writes)
+function = {{"traced": traced, "floor": floor, "one-shot": one_shot}}[mode]
 for _ in range(500):
     function()
 for _ in range(calls):
@@ -81,21 +87,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--one-shot", action="store_true",
+                        help="also the operation in one call (MemoryTracer.record, the same span)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("op_instructions: valgrind is not installed (apt-get install valgrind)")
     results: dict[str, dict[str, float]] = {}
     for capture in ("off", "on"):
+        modes = ("traced", "floor", "one-shot") if args.one_shot else ("traced", "floor")
         per_call = {mode: (_instructions(args.calls, mode, capture) - _instructions(0, mode, capture))
-                    / args.calls for mode in ("traced", "floor")}
+                    / args.calls for mode in modes}
         results[f"content_{capture}"] = {"traced_ir": per_call["traced"], "floor_ir": per_call["floor"],
                                          "traced_over_floor": per_call["traced"] / per_call["floor"]}
+        if args.one_shot:
+            results[f"content_{capture}"].update({
+                "one_shot_ir": per_call["one-shot"],
+                "one_shot_over_floor": per_call["one-shot"] / per_call["floor"]})
     if args.json:
         print(json.dumps(results, indent=2))
         return
     for name, r in results.items():
         print(f"{name:12} traced {r['traced_ir']:9.0f} instructions  SDK floor {r['floor_ir']:9.0f}  "
               f"traced / floor {r['traced_over_floor']:.3f}x")
+        if "one_shot_ir" in r:
+            print(f"{'':12} one-shot {r['one_shot_ir']:7.0f} instructions  one-shot / floor "
+                  f"{r['one_shot_over_floor']:.3f}x")
 
 
 if __name__ == "__main__":

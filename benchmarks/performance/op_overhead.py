@@ -21,7 +21,10 @@ It also reports the thread time each spent in the garbage collector (``gc.callba
 
     python benchmarks/performance/op_overhead.py [--iterations 30000] [--clock wall|thread] [--json] [--parts]
     python benchmarks/performance/op_overhead.py --apart [--processes 3] [--iterations 90000] [--inlined]
-        [--json]
+        [--one-shot] [--json]
+
+``--one-shot`` adds, content off and on, the same operation made by ``MemoryTracer.record`` (one call, the
+same span: :func:`_one_shot`).
 
 ``--inlined`` adds, content off, the operation's bookkeeping written out in one function (the same span;
 :func:`_inlined`): what the work itself costs, apart from the API's calls.
@@ -181,6 +184,21 @@ def _inlined(capture_content: bool) -> tuple[TracerProvider, Callable[[], None]]
     return provider, inlined
 
 
+def _one_shot(capture_content: bool) -> tuple[TracerProvider, Callable[[], None]]:
+    """The traced operation of :func:`_functions` made by ``MemoryTracer.record``: the same span, one call."""
+    provider = _provider()
+    mt = MemoryTracer(provider, capture_content=capture_content)
+    with mt.operation("seed", Category.INGEST) as op:
+        message = op.write("msg:D1:1", "I moved to Lisbon in March 2021.", kind=VariableKind.MESSAGE)
+    reads = (message, ("instructions", "Where did the user move in March?", VariableKind.PROMPT))
+    writes = (("mem:1", "User moved to Lisbon in March 2021", VariableKind.MEMORY_UNIT),)
+
+    def one_shot() -> None:
+        mt.record("extract", Category.EXTRACTION, reads=reads, writes=writes)
+
+    return provider, one_shot
+
+
 def measure(iterations: int, capture_content: bool) -> dict[str, float]:
     provider, traced, sdk_floor = _functions(capture_content)
     tracer = provider.get_tracer("bench")
@@ -205,6 +223,8 @@ def measure_alone(which: str, iterations: int, capture_content: bool) -> tuple[f
     garbage collector took (its collections' thread time over the same calls)."""
     if which == "inlined":
         provider, function = _inlined(capture_content)
+    elif which == "one-shot":
+        provider, function = _one_shot(capture_content)
     else:
         provider, traced, sdk_floor = _functions(capture_content)
         function = traced if which == "traced" else sdk_floor
@@ -225,12 +245,18 @@ def measure_alone(which: str, iterations: int, capture_content: bool) -> tuple[f
     return statistics.median(per_round), in_gc[0] / (iterations // 15 * 15)
 
 
-def measure_apart(iterations: int, processes: int, inlined: bool = False) -> dict[str, dict[str, Any]]:
+def measure_apart(iterations: int, processes: int, inlined: bool = False,
+                  one_shot: bool = False) -> dict[str, dict[str, Any]]:
     """Traced and floor in fresh processes of their own, alternating: medians over ``processes`` each
-    (with ``inlined``, content off, the inlined form too: :func:`_inlined`)."""
+    (with ``inlined``, content off, the inlined form too: :func:`_inlined`; with ``one_shot``, content off
+    and on, ``MemoryTracer.record``: :func:`_one_shot`)."""
     results = {}
     for capture in ("off", "on"):
-        roles = ("traced", "floor", "inlined") if inlined and capture == "off" else ("traced", "floor")
+        roles: tuple[str, ...] = ("traced", "floor")
+        if one_shot:
+            roles += ("one-shot",)
+        if inlined and capture == "off":
+            roles += ("inlined",)
         samples: dict[str, list[float]] = {which: [] for which in roles}
         in_gc: dict[str, list[float]] = {which: [] for which in roles}
         for _ in range(processes):
@@ -248,6 +274,12 @@ def measure_apart(iterations: int, processes: int, inlined: bool = False) -> dic
             "traced_gc_us": statistics.median(in_gc["traced"]) * 1e6,
             "sdk_floor_gc_us": statistics.median(in_gc["floor"]) * 1e6,
             "pairs": [t / f for t, f in zip(samples["traced"], samples["floor"], strict=True)]}
+        if "one-shot" in samples:
+            one_shot_s = statistics.median(samples["one-shot"])
+            results[f"content_{capture}"].update({
+                "one_shot_us": one_shot_s * 1e6, "one_shot_over_floor": one_shot_s / floor_s,
+                "one_shot_pairs": [o / f for o, f in zip(samples["one-shot"], samples["floor"],
+                                                         strict=True)]})
         if "inlined" in samples:
             inlined_s = statistics.median(samples["inlined"])
             results[f"content_{capture}"].update({
@@ -345,7 +377,9 @@ def main() -> None:
                         help="--apart: processes of each, per content mode")
     parser.add_argument("--inlined", action="store_true",
                         help="--apart: also the operation's bookkeeping in one function (content off)")
-    parser.add_argument("--alone", choices=("traced", "floor", "inlined"), help=argparse.SUPPRESS)
+    parser.add_argument("--one-shot", action="store_true",
+                        help="--apart: also the operation in one call, MemoryTracer.record (content off, on)")
+    parser.add_argument("--alone", choices=("traced", "floor", "inlined", "one-shot"), help=argparse.SUPPRESS)
     parser.add_argument("--capture", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global _clock
@@ -354,7 +388,7 @@ def main() -> None:
         print(*measure_alone(args.alone, args.iterations, args.capture == "on"))
         return
     if args.apart:
-        apart = measure_apart(args.iterations, args.processes, args.inlined)
+        apart = measure_apart(args.iterations, args.processes, args.inlined, args.one_shot)
         if args.json:
             print(json.dumps(apart, indent=2))
             return
@@ -363,6 +397,10 @@ def main() -> None:
             print(f"{name:12} traced {r['traced_us']:6.1f} us  SDK floor {r['sdk_floor_us']:6.1f} us  "
                   f"traced / floor {r['traced_over_floor']:.3f}x (pairs: {pairs}); in the garbage "
                   f"collector: traced {r['traced_gc_us']:.1f} us, floor {r['sdk_floor_gc_us']:.1f} us")
+            if "one_shot_us" in r:
+                pairs = ", ".join(f"{p:.3f}" for p in r["one_shot_pairs"])
+                print(f"{'':12} one-shot {r['one_shot_us']:6.1f} us  one-shot / floor "
+                      f"{r['one_shot_over_floor']:.3f}x (pairs: {pairs})")
             if "inlined_us" in r:
                 pairs = ", ".join(f"{p:.3f}" for p in r["inlined_pairs"])
                 print(f"{'':12} inlined {r['inlined_us']:6.1f} us  inlined / floor "

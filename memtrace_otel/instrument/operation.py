@@ -11,6 +11,13 @@ Thread and asyncio safety: the current operation lives in a ``ContextVar``
 their own; one :class:`Operation` belongs to the task that opened it and is
 not meant to be shared. Versions come from the tracer's registry, which
 allocates them atomically.
+
+One recording path: ``read`` and ``write`` do only what must happen when they are called (a read
+resolves its variable, a write takes its version from the registry and returns the new
+:class:`Variable`) and list the variable on the operation; :meth:`Operation._flush_lineage`, at the end,
+does the rest (links, the in-process contents of the outputs, descriptors, contents on the span, upload).
+``MemoryTracer.record`` (:meth:`Operation._once`) runs the same three steps for an operation whose
+reads and writes are given at once, without a ``with`` block.
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ _LINK_VARIABLE = MemTraceLink.VARIABLE
 _EMPTY_BLAKE2B = _blake2b(digest_size=8)
 """Copied for each content hash (as ``wire.content_hash`` does): cheaper than a new ``blake2b``."""
 _new_operation = object.__new__
+_OTHER = VariableKind.OTHER
+_CONTENT_TYPES = (str, type(None))
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
 
@@ -169,12 +178,7 @@ class Operation:
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
-        span = self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind,
-                                                          attributes=self._start)
-        if span.is_recording():
-            self._recording = True
-            self._context = span.get_span_context()
-        self._token = _attach(_set_span_in_context(span))
+        self._token = _attach(_set_span_in_context(self._begin(None)))
         self._op_token = _current.set(self)
         return self
 
@@ -185,9 +189,7 @@ class Operation:
         try:
             if self._recording:
                 if exc is not None:
-                    self.span.record_exception(exc)
-                    self.span.set_status(Status(StatusCode.ERROR, str(exc)))
-                    self.span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
+                    self._fail(exc)
                 self._flush_lineage()
         finally:
             if self._op_token is not None:
@@ -229,18 +231,8 @@ class Operation:
         external input such as a user message).
         """
         if isinstance(variable, str):
-            name, version = split_variable_id(variable) if "@" in variable else (variable, 0)
-            variable, new = self._owner.registry.resolve(name, version, kind if type(kind) is VariableKind
-                                                         else _kind(kind), content)
-            if new:
-                self._remember_content(variable)
-        # _input, inlined: every traced read comes here.
-        self.inputs.append(variable)
-        producer = variable.producer
-        if producer is not None and self._recording:
-            linked = self._linked
-            if linked is None or producer[1] not in linked:  # SpanContext's span_id, without its property
-                self._link(producer, variable.id)
+            variable = _resolve(self._owner, variable, content, kind, self._recording)
+        self.inputs.append(variable)  # linked, if its producer is known, when the operation ends
         return variable
 
     def read_record(
@@ -277,14 +269,9 @@ class Operation:
         self, name: str, content: str | None = None, *, kind: VariableKind | str = VariableKind.OTHER
     ) -> Variable:
         """Declare a new variable (or a new version of ``name``) written by this operation."""
-        owner = self._owner
-        variable = owner.registry.next_version(name, kind if type(kind) is VariableKind else _kind(kind),
-                                               content, self._context)
-        # _output, inlined: every traced write comes here.
-        if content is not None and self._recording and (not owner.capture_content
-                                                        or len(content) > owner.content_max_chars):
-            owner.contents.put_version(name, variable.version, content)  # by reference: no id string kept
-        self.outputs.append(variable)
+        variable = self._owner.registry.next_version(
+            name, kind if type(kind) is VariableKind else _kind(kind), content, self._context)
+        self.outputs.append(variable)  # its content kept in process, if need be, when the operation ends
         return variable
 
     def update(
@@ -303,12 +290,12 @@ class Operation:
         if isinstance(variable, str) and "@" not in variable:
             before, after = registry.replace(variable, new_kind, content, producer,
                                              unknown_kind=new_kind or VariableKind.MEMORY_UNIT)
-            self._input(before)
+            self.inputs.append(before)
         else:
             before = self.read(variable, kind=new_kind or VariableKind.MEMORY_UNIT)
             after = registry.next_version(before.name, new_kind or before.kind, content, producer,
                                           after=before.version)
-        self._output(after)
+        self.outputs.append(after)
         return after
 
     def delete(self, variable: Variable | str) -> Variable:
@@ -504,39 +491,52 @@ class Operation:
                                       MemTrace.CONTENT_REF: self._owner.content_ref})
 
     # -- internals ---------------------------------------------------------
-    def _input(self, variable: Variable) -> None:
-        self.inputs.append(variable)
-        producer = variable.producer
-        if producer is not None and self._recording and (self._linked is None
-                                                         or producer.span_id not in self._linked):
-            self._link(producer, variable.id)
+    def _begin(self, start_time: int | None) -> Span:
+        span = self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind,
+                                                          attributes=self._start, start_time=start_time)
+        if span.is_recording():
+            self._recording = True
+            self._context = span.get_span_context()
+        return span
 
-    def _link(self, producer: SpanContext, variable_id: str) -> None:
-        # The first read of a producer's variable. A SpanContext is the tuple (trace_id, span_id,
-        # is_remote, trace_flags, trace_state, is_valid): its items read directly, without a property's
-        # frame each.
-        if producer[5]:
-            if self._linked is None:
-                self._linked = set()
-            self._linked.add(producer[1])
-            span, context = self.span, self._context
-            if context is None or context[0] == producer[0]:  # the same trace: the producer may be the parent
-                parent = getattr(span, "parent", None)
-                if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
-                    # The parent relation already says it; and Jaeger keeps one reference per span,
-                    # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
-                    return
-            span.add_link(producer, {_LINK_VARIABLE: variable_id})
+    def _fail(self, exc: BaseException) -> None:
+        self.span.record_exception(exc)
+        self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+        self.span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
 
-    def _output(self, variable: Variable) -> None:
-        # An output is described on this span: with content capture on, its content goes on the
-        # span whole unless it is longer than the limit, and the in-process store (for spans
-        # exported without contents) keeps only what the span does not carry.
-        content, owner = variable.content, self._owner
-        if content is not None and self._recording and (not owner.capture_content
-                                                        or len(content) > owner.content_max_chars):
-            owner.contents.put_version(variable.name, variable.version, content)
-        self.outputs.append(variable)
+    def _once(self, reads: Sequence[Variable | str | tuple[Any, ...]], writes: Sequence[tuple[Any, ...]],
+              error: BaseException | None, start_time: int | None, end_time: int | None) -> list[Variable]:
+        """``MemoryTracer.record``: this operation, never entered, reads each of ``reads`` and writes each of
+        ``writes`` in order (and fails with ``error``), as ``read`` and ``write`` would, and ends.
+
+        The same steps as the ``with`` form: the span started (:meth:`_begin`), each read resolved
+        (:func:`_resolve`) and each write versioned by the registry, then :meth:`_flush_lineage`. The span
+        is not made current: nothing runs inside it. ``reads`` and ``writes`` were checked
+        (:func:`checked_items`).
+        """
+        owner = self._owner
+        span = self._begin(start_time)
+        try:
+            recording, context, inputs, outputs = self._recording, self._context, self.inputs, self.outputs
+            for item in reads:
+                if type(item) is tuple:  # (name, content[, kind]), as read(name, content=, kind=)
+                    item = _resolve(owner, item[0], item[1], item[2] if len(item) == 3 else _OTHER, recording)
+                elif type(item) is str:
+                    item = _resolve(owner, item, None, _OTHER, recording)
+                inputs.append(item)  # type: ignore[arg-type]  # a Variable: checked_items let nothing else by
+            next_version = owner.registry.next_version
+            for item in writes:  # (name, content[, kind]), as write(name, content, kind=)
+                kind = item[2] if len(item) == 3 else _OTHER
+                outputs.append(next_version(item[0], kind if type(kind) is VariableKind else _kind(kind),
+                                            item[1], context))
+            if recording:
+                if error is not None:
+                    self._fail(error)
+                self._flush_lineage()
+        finally:
+            self._finished = True
+            span.end(end_time)
+        return outputs
 
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:
@@ -547,29 +547,55 @@ class Operation:
         return text if len(text) <= limit else text[:limit]
 
     def _flush_lineage(self) -> None:
+        """The end of a recording operation, what its reads and writes left to do: a link to each producer,
+        the outputs' contents kept in process, the lineage attributes. The one place they are recorded, for
+        the ``with`` form, ``MemoryTracer.record`` and the mem0 stages alike."""
         # One loop over each list, no comprehension (each costs a function frame in CPython 3.11,
-        # a quarter of a microsecond on one- and two-element lists), the descriptors made in the same
-        # loops: this runs at the end of every traced operation.
+        # a quarter of a microsecond on one- and two-element lists), the links, contents and descriptors
+        # made in the same loops: this runs at the end of every traced operation.
         owner = self._owner
         attributes: dict[str, AttributeValue] = {}
         inputs, outputs = self.inputs, self.outputs
-        capture, uploader = owner.capture_content, owner.uploader
+        capture, uploader, limit = owner.capture_content, owner.uploader, owner.content_max_chars
         # Described once each, in this order: external inputs (no producer) at every read, then outputs.
         described: list[Variable] | None = [] if capture or uploader is not None else None
         descriptors: list[str] = []
         if inputs:
             input_ids = []
+            linked, span, context = self._linked, self.span, self._context
             for v in inputs:
                 input_ids.append(v.id)
-                if v.producer is None:
+                producer = v.producer
+                if producer is None:
                     descriptors.append(v.descriptor or _descriptor(v))
                     if described is not None:
                         described.append(v)
+                # One link per producer span, in the order of the reads (the first variable read from it
+                # names it). A SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags,
+                # trace_state, is_valid): its items read directly, without a property's frame each.
+                elif producer[5] and (linked is None or producer[1] not in linked):
+                    if linked is None:
+                        linked = self._linked = set()
+                    linked.add(producer[1])
+                    if context is None or context[0] == producer[0]:  # same trace: it may be the parent
+                        parent = getattr(span, "parent", None)
+                        if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
+                            # The parent relation already says it; and Jaeger keeps one reference per span,
+                            # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
+                            continue
+                    span.add_link(producer, {_LINK_VARIABLE: v.id})
             attributes[_INPUTS] = input_ids
         if outputs:
             output_ids = []
+            contents, keep_all = owner.contents, not capture
             for v in outputs:
                 output_ids.append(v.id)
+                # With content capture on, an output's content goes on the span whole unless it is longer
+                # than the limit; the in-process store (for spans exported without contents) keeps only
+                # what the span does not carry, by reference (name and version: no id string kept).
+                content = v.content
+                if content is not None and (keep_all or len(content) > limit):
+                    contents.put_version(v.name, v.version, content)
                 descriptor = v.descriptor
                 if descriptor is None:  # a version this operation wrote
                     descriptor = _descriptor(v)
@@ -583,13 +609,12 @@ class Operation:
             attributes[_VARIABLES] = descriptors
             if described is not None:
                 if capture:
-                    limit = owner.content_max_chars
-                    contents = []
+                    texts = []
                     for v in described:
                         content = v.content
-                        contents.append("" if content is None else content if len(content) <= limit
-                                        else content[:limit])
-                    attributes[_VARIABLE_CONTENTS] = contents
+                        texts.append("" if content is None else content if len(content) <= limit
+                                     else content[:limit])
+                    attributes[_VARIABLE_CONTENTS] = texts
                 if uploader is not None:
                     _upload(uploader, described)
                     attributes[MemTrace.CONTENT_REF] = owner.content_ref
@@ -598,8 +623,7 @@ class Operation:
         if capture and not self._records_recorded and self.gen_ai_operation in _STORING_OPERATIONS:
             stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
-                attributes.update(stored_records_attributes(stored, capture=True,
-                                                            limit=owner.content_max_chars))
+                attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
         if attributes:
             self.span.set_attributes(attributes)
 
@@ -611,6 +635,69 @@ def _upload(uploader: ContentUploader, described: list[Variable]) -> None:
     for v in described:
         if v.content is not None:
             uploader.submit(v.hash, v.content)
+
+
+def _resolve(owner: _Owner, variable: str, content: str | None, kind: VariableKind | str,
+             recording: bool) -> Variable:
+    # A read by name (``name`` or ``name@version``): the newest version this process knows, or a new
+    # external input (version 1, no producer) whose content the in-process store keeps.
+    name, version = split_variable_id(variable) if "@" in variable else (variable, 0)
+    resolved, new = owner.registry.resolve(name, version, kind if type(kind) is VariableKind else _kind(kind),
+                                           content)
+    if new and recording and resolved.content is not None:
+        owner.contents.put_version(resolved.name, resolved.version, resolved.content)
+    return resolved
+
+
+def checked_items(reads: Iterable[Variable | str | tuple[Any, ...]], writes: Iterable[tuple[Any, ...]]
+                  ) -> tuple[Sequence[Variable | str | tuple[Any, ...]], Sequence[tuple[Any, ...]]]:
+    """``reads`` and ``writes`` of ``MemoryTracer.record`` as sequences, each item checked, so that a bad
+    one raises (one line naming its place) before anything is recorded.
+
+    >>> checked_items(["q", ("p", "text", "prompt")], [("mem:1", None)])
+    (['q', ('p', 'text', 'prompt')], [('mem:1', None)])
+    >>> checked_items([], [("mem:1", 3)])
+    Traceback (most recent call last):
+    ...
+    TypeError: record: writes[0]'s content must be a str or None, not int
+    """
+    if type(reads) is not tuple and type(reads) is not list:
+        reads = tuple(reads)  # walked twice: checked, then recorded
+    if type(writes) is not tuple and type(writes) is not list:
+        writes = tuple(writes)
+    # The common shapes tested first, in few bytecodes (every recorded read and write comes here);
+    # _check_item says what is wrong, or accepts a kind given by its value.
+    for item in reads:
+        if type(item) is tuple:
+            if not ((len(item) == 2 or (len(item) == 3 and type(item[2]) is VariableKind))
+                    and type(item[0]) is str and (item[1] is None or type(item[1]) is str)):
+                _check_item("reads", reads, item)
+        elif type(item) is not str and not isinstance(item, Variable):
+            _check_item("reads", reads, item)
+    for item in writes:
+        if not (type(item) is tuple and (len(item) == 2 or (len(item) == 3 and type(item[2]) is VariableKind))
+                and type(item[0]) is str and (item[1] is None or type(item[1]) is str)):
+            _check_item("writes", writes, item)
+    return reads, writes
+
+
+def _check_item(where: str, items: Sequence[Any], item: Any) -> None:
+    i = next(i for i, other in enumerate(items) if other is item)
+    if where == "reads" and type(item) is not tuple:
+        raise TypeError(f"record: reads[{i}] must be a Variable, a name or (name, content[, kind]), "
+                        f"not {type(item).__name__} {item!r:.60}")
+    if type(item) is not tuple or not 2 <= len(item) <= 3:
+        raise TypeError(f"record: {where}[{i}] must be (name, content[, kind]), not {type(item).__name__} "
+                        f"{item!r:.60}")
+    if type(item[0]) is not str:
+        raise TypeError(f"record: {where}[{i}]'s name must be a str, not {item[0]!r:.60}")
+    if type(item[1]) not in _CONTENT_TYPES:
+        raise TypeError(f"record: {where}[{i}]'s content must be a str or None, not {type(item[1]).__name__}")
+    if len(item) == 3 and type(item[2]) is not VariableKind:
+        try:
+            VariableKind(item[2])
+        except ValueError:
+            raise ValueError(f"record: {where}[{i}]'s kind {item[2]!r:.60} is not a VariableKind") from None
 
 
 def describe(variable: Variable) -> str:

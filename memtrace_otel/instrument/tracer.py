@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -27,8 +27,8 @@ from memtrace_otel.config import (
 )
 from memtrace_otel.content.store import ContentStoreError, open_store
 from memtrace_otel.content.upload import ContentUploader
-from memtrace_otel.instrument.operation import Operation, _plain
-from memtrace_otel.instrument.variables import InProcessContents, VariableRegistry
+from memtrace_otel.instrument.operation import Operation, _plain, checked_items
+from memtrace_otel.instrument.variables import InProcessContents, Variable, VariableRegistry
 from memtrace_otel.semconv import (
     GENAI_CALL_OPERATIONS,
     INSTRUMENTATION_SCOPE,
@@ -179,6 +179,57 @@ class MemoryTracer:
             start.update(attributes)
         return Operation(self, name, category, span_name=span_name or name, kind=kind, attributes=start,
                          gen_ai_operation=gen_ai_operation or None, named=named)
+
+    def record(
+        self,
+        name: str,
+        category: Category | str = Category.OTHER,
+        *,
+        reads: Iterable[Variable | str | tuple[Any, ...]] = (),
+        writes: Iterable[tuple[Any, ...]] = (),
+        error: BaseException | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+        **options: Any,
+    ) -> list[Variable]:
+        """A traced operation whose reads and writes are known up front, recorded in one call.
+
+        The span is the one ``with tracer.operation(name, category, **options) as op:`` makes when the
+        block calls ``op.read(r)`` for each of ``reads`` and ``op.write(name, content, kind=kind)`` for
+        each of ``writes``, in that order: it is that operation, run by the same code (the same versions,
+        links, attributes, content capture, upload and in-process contents), without the ``with`` block
+        and a call per read and write. The span is not made current (nothing runs inside it). Returns
+        the variables written, in order. Thread-safe, as :meth:`operation` is: the call's state is its own.
+
+        Parameters
+        ----------
+        reads:
+            Each a :class:`Variable`, a name (``name`` or ``name@version``, as ``op.read`` takes), or
+            ``(name, content)`` / ``(name, content, kind)`` for an input given with its content.
+        writes:
+            Each ``(name, content)`` or ``(name, content, kind)``.
+        error:
+            The exception the operation failed with, recorded as the ``with`` block records one (an
+            exception event, status ``ERROR``, ``error.type``); not raised.
+        start_time, end_time:
+            The span's times in ns since the epoch (``time.time_ns()``), for work done before the call;
+            now when not given.
+        options:
+            The keywords of :meth:`operation` (``gen_ai_operation``, ``store_id`` ...).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A read or write of another shape, an unknown kind, ``category`` not a :class:`Category`, a
+            keyword :meth:`operation` does not take: before anything is recorded (no span, no version).
+        """
+        reads, writes = checked_items(reads, writes)
+        if options:
+            operation = self.operation(name, category, **options)
+        else:  # operation()'s plain case, without its call and its keywords' tests
+            category = category if type(category) is Category else Category(category)
+            operation = _plain(self, name, category, {_CATEGORY: category._value_, _NAME: name})
+        return operation._once(reads, writes, error, start_time, end_time)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Write every content queued for upload; False on timeout (True when upload is off)."""
