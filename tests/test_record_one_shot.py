@@ -11,6 +11,7 @@ uploaded by reference.
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from memtrace_otel import Category, MemoryTracer, Variable, VariableKind
+from memtrace_otel import Category, MemoryTracer, Variable, VariableKind, current_operation
 from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.suppress import suppress_instrumentation
 
@@ -209,3 +210,30 @@ def test_record_takes_generators_and_times() -> None:
     assert (ingest.start_time, ingest.end_time) == (1_000, 5_000)
     assert list(extract.attributes[MemTrace.INPUTS]) == ["msg:0@1", "msg:1@1", "msg:2@1"]
     assert len(extract.links) == 1  # one producer span, one link
+
+
+def test_record_from_threads_takes_one_version_per_write_and_leaves_no_current_operation() -> None:
+    # Each call's Operation is its own (never shared, never made current); versions come from the
+    # registry's lock: threads writing one name get every version once.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    mt = MemoryTracer(provider, capture_content=False)
+    written: list[list[Variable]] = [[] for _ in range(4)]
+
+    def work(mine: list[Variable]) -> None:
+        for i in range(100):
+            mine.extend(mt.record("write", Category.UPDATE, reads=(("q", f"asked {i}"),),
+                                  writes=(("mem:shared", f"text {i}", VariableKind.MEMORY_UNIT),)))
+            assert current_operation() is None
+
+    threads = [threading.Thread(target=work, args=(mine,)) for mine in written]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    versions = sorted(v.version for mine in written for v in mine)
+    assert versions == list(range(1, 401))
+    assert len(exporter.get_finished_spans()) == 400
+    latest = mt.registry.latest("mem:shared")
+    assert latest is not None and latest.version == 400

@@ -120,9 +120,11 @@ def current_operation() -> Operation | None:
 class Operation:
     """One traced memory operation: a span plus the variables it read and wrote.
 
-    Lifecycle: ``__enter__`` starts the span and makes it current;
-    ``__exit__`` writes the lineage attributes, marks an exception as
-    ``ERROR`` with ``error.type``, ends the span and restores the context.
+    Lifecycle: ``__enter__`` starts the span and makes it current; ``read`` and
+    ``write`` list what the operation read and wrote; ``__exit__`` marks an
+    exception as ``ERROR`` with ``error.type``, records the lineage (links to the
+    producers, the outputs' in-process contents, the lineage attributes:
+    :meth:`_flush_lineage`), ends the span and restores the context.
     Finishing twice is a no-op. Every ``record_*`` method does nothing on a
     span that is not recording.
     """
