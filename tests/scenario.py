@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from contextlib import suppress
 
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from memtrace_otel import Category, MemoryTracer, VariableKind
 from memtrace_otel.instrument import RetrievedRecord
@@ -13,6 +15,19 @@ from memtrace_otel.semconv import GenAIOperation
 MODEL = "stub-llm-1"
 """The model the pipeline's LLM-backed steps say they called (no model is called)."""
 PROVIDER = "openai"
+
+
+class SeededIds(IdGenerator):
+    """Span and trace ids from one seeded generator: two runs of one program get the same ids."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self._random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._random.getrandbits(128) or 1
 
 
 def run_pipeline(provider: TracerProvider, *, capture_content: bool = True,

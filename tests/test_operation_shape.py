@@ -10,14 +10,12 @@ links, and the evolution graphs built from the two runs must be the same graph.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument import operation as operation_module
@@ -29,20 +27,7 @@ from memtrace_otel.spans import record_from_readable
 from memtrace_otel.wire import describe as wire_describe
 
 from graph_compare import assert_same_graph
-from scenario import run_pipeline
-
-
-class _SeededIds(IdGenerator):
-    """Span and trace ids from one seeded generator: two runs of one program get the same ids."""
-
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
-
-    def generate_span_id(self) -> int:
-        return self._random.getrandbits(64) or 1
-
-    def generate_trace_id(self) -> int:
-        return self._random.getrandbits(128) or 1
+from scenario import SeededIds, run_pipeline
 
 
 def _reference_describe(variable: Variable) -> str:
@@ -105,7 +90,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, *, reference: bool, capture: bool) -> 
             patch.setattr(Operation, "_flush_lineage", _reference_flush)
             patch.setattr(operation_module, "describe", _reference_describe)
         exporter = InMemorySpanExporter()
-        provider = TracerProvider(id_generator=_SeededIds(28))
+        provider = TracerProvider(id_generator=SeededIds(28))
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         run_pipeline(provider, capture_content=capture)
         provider.shutdown()

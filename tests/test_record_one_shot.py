@@ -10,7 +10,6 @@ uploaded by reference.
 
 from __future__ import annotations
 
-import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,24 +18,15 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from memtrace_otel import Category, MemoryTracer, Variable, VariableKind, current_operation
 from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.suppress import suppress_instrumentation
 
+from scenario import SeededIds
+
 _LONG = "User moved to Lisbon in March 2021 and has lived there since, near the river. " * 2
 
-
-class _SeededIds(IdGenerator):
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
-
-    def generate_span_id(self) -> int:
-        return self._random.getrandbits(64) or 1
-
-    def generate_trace_id(self) -> int:
-        return self._random.getrandbits(128) or 1
 
 
 def _op(mt: MemoryTracer, one_shot: bool, name: str, category: Category | str, reads: tuple[Any, ...] = (),
@@ -91,7 +81,7 @@ def _program(mt: MemoryTracer, one_shot: bool) -> list[str]:
 
 def _run(one_shot: bool, *, capture: bool, upload: Path | None) -> tuple[list[Any], MemoryTracer, list[str]]:
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(id_generator=_SeededIds(37))
+    provider = TracerProvider(id_generator=SeededIds(37))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     mt = MemoryTracer(provider, capture_content=capture, content_max_chars=100,
                       upload_base_path=str(upload) if upload else "")

@@ -44,6 +44,7 @@ from memtrace_otel.instrument.genai import (
 from memtrace_otel.instrument.mem0.lifecycle import Binder, MethodSpec, warn_once
 from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec, prompt_text
 from memtrace_otel.instrument.mem0.scope import (
+    PendingStage,
     Role,
     Scope,
     current_scope,
@@ -194,11 +195,7 @@ class FlatStage:
         if exc is not None:
             self.attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
         self._end = time.time_ns()
-        add = self._add
-        if add.pending is None:
-            add.pending = [self]
-        else:
-            add.pending.append(self)
+        _pend(self._add, self)
 
     def emit(self) -> None:
         """The stage's ``memtrace.stage`` event on the ``add`` span, at the time the stage ended."""
@@ -423,11 +420,7 @@ class FlatWrite:
             return
         self._error = exc
         self._end = time.time_ns()
-        add = self._add
-        if add.pending is None:
-            add.pending = [self]
-        else:
-            add.pending.append(self)
+        _pend(self._add, self)
 
     def emit(self) -> None:
         """The write stage's ``memtrace.stage`` event on the ``add`` span, at the time the insert returned
@@ -580,3 +573,12 @@ class _StartAttributes:
         with contextlib.suppress(TypeError):  # not weakly referable: made each time
             self._made = (weakref.ref(memory), attributes)
         return attributes
+
+
+def _pend(add: Scope, stage: PendingStage) -> None:
+    """Queue an ended flat stage on its ``add``: its event is added when the ``add`` ends, or before
+    another of its stages that is not flat starts (:func:`~.lifecycle.emit_stages`)."""
+    if add.pending is None:
+        add.pending = [stage]
+    else:
+        add.pending.append(stage)
