@@ -136,6 +136,23 @@ def test_a_locomo_date_header_resolves_relative_times():
     assert not info.carried_by(tokenize("Melanie took her kids to a park (28 August 2023)."))
 
 
+CAMPED = ("[10:37 am on 27 June, 2023] Melanie: It was an awesome time, Caroline! We explored nature, "
+          "roasted marshmallows around the campfire and even went on a hike. The 2 younger kids love nature.")
+
+
+def test_a_gold_only_the_header_says_singles_out_no_sentence():
+    """The message says its day in its header only (the gold's date; no sentence says "last week" or a
+    word of the question): every sentence shares the header, so none is the fact, and the whole message
+    is. Another fact of that day by the same speaker holds the date and her name, not what she said."""
+    info = critical_information("The week before 27 June 2023", "When did Melanie go camping in June?",
+                                CAMPED)
+    assert info.whole and "marshmallows" in info.text
+    assert not info.carried_by(tokenize("Melanie mentioned that good on you for going after what you really "
+                                        "care about (27 June 2023)."))
+    assert info.carried_by(tokenize("Melanie went camping with her family, explored nature, roasted "
+                                    "marshmallows and went on a hike (27 June 2023)."))
+
+
 # -- evidence without ids, located by content against paraphrased memories ---------------------------
 
 TURNS = {

@@ -434,9 +434,10 @@ def _critical_sentence(
                    if t in asked or t in gold)
 
     best = max(holding or pieces, key=score)
-    if not holding and not score(best):
+    if not score(best) and not any(tokenize(sentence) & gold.keys() for _, sentence in holding):
         # No sentence holds a gold word or a question word (an abstractive gold, a paraphrased
-        # question): nothing singles one out, and the fact is what the whole message says.
+        # question; a gold only the header says, the day a date gold is): nothing singles one out,
+        # and the fact is what the whole message says.
         return evidence
     header, sentence = best
     return header + sentence
