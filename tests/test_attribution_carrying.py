@@ -153,6 +153,19 @@ def test_a_gold_only_the_header_says_singles_out_no_sentence():
                                     "marshmallows and went on a hike (27 June 2023)."))
 
 
+def test_the_question_words_a_header_says_alone_do_not_identify_the_fact():
+    """The question names the speaker and the month, both of which only the message's header says:
+    every fact of that speaker and day holds them with the date, so a memory holding them and the gold
+    does not tell which fact it answers. A word of the message's own sentence does."""
+    info = critical_information("The week before 27 June 2023", "When did Melanie go camping in June?",
+                                CAMPED)
+    assert not info.identified_by(tokenize("Melanie mentioned that good on you for going after what you "
+                                           "really care about (27 June 2023)."))
+    said = "[27 June 2023] Melanie: We went camping in the mountains. It was an awesome time!"
+    camping = critical_information("27 June 2023", "When did Melanie go camping in June?", said)
+    assert camping.identified_by(tokenize("Melanie went camping (27 June 2023)."))
+
+
 # -- evidence without ids, located by content against paraphrased memories ---------------------------
 
 TURNS = {

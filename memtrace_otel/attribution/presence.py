@@ -178,6 +178,9 @@ class Information:
     """The gold's tokens anywhere in the evidence message (``gold`` keeps those of its sentence)."""
     asked: frozenset[str] = frozenset()
     """The question's tokens (who and what it asks about)."""
+    headed: frozenset[str] = frozenset()
+    """The topic's words only the sentence's header says (who sent it, the day): every sentence of the
+    message and every other message of that speaker and day shares them."""
     spread: int = 0
     """When every gold word is common in the conversation (none identifies a fact alone), the longest
     run of words a line may hold them in (:func:`gold_window`); 0: anywhere in the line."""
@@ -229,7 +232,10 @@ class Information:
         if (self.specific
                 and weighted_share(self.sentence, tokens, self.sentence_total) >= _SPECIFIC_SENTENCE_SHARE):
             return True
-        return len(self.topic) >= _WHOLE_TOPIC_WORDS and self.topic.keys() <= tokens
+        # A topic the header says alone (the speaker and the day the question names) is every fact's of
+        # that day: the sentence's own words must say some of what the question asks by.
+        return (len(self.topic) >= _WHOLE_TOPIC_WORDS and self.topic.keys() <= tokens
+                and not self.topic.keys() <= self.headed)
 
     def answers(self, tokens: frozenset[str]) -> bool:
         """Whether a line with ``tokens`` answers the question as the evidence sentence does: it holds
@@ -331,11 +337,14 @@ def critical_information(
     if len(worded) > 1 and specific is not None and not any(specific([t]) for t in worded):
         said_in = gold_window(fact_token_sequence(line, fold=True), worded)
         spread = said_in + _SPREAD_SLACK if said_in is not None else 0
+    header, body = split_header(line)
+    topic = {t: w for t, w in sentence.items() if t in asked}
     return Information(
         gold=gold_part,
         exact=(gold_info.exact & frozenset(gold_part)) | speaker_named,
         sentence=sentence,
-        topic={t: w for t, w in sentence.items() if t in asked},
+        topic=topic,
+        headed=frozenset(topic) & (tokenize(header) - tokenize(body)),
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
         source="gold" if gold_part else "evidence",
         text=split_header(line)[1].strip(),
