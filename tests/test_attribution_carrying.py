@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memtrace_otel.attribution.presence import critical_information, tokenize
 from memtrace_otel.text import readable
 
@@ -50,11 +52,11 @@ def _ask(mt, ops: dict[str, str], question: str, returned: list, prediction: str
 
 
 def _walk_history(provider, quoted: bool, returned: str = "D1:2",  # type: ignore[no-untyped-def]
-                  again: bool = False):
+                  again: str | None = None):
     """Caroline's walk turn extracted without its circumstances, then a search that missed the unit.
     With ``quoted``, Melanie's later turn repeats the gold word for word and is stored as said; with
-    ``again``, Caroline's own later turn says it again. The search returns the unit written from turn
-    ``returned``."""
+    ``again``, Caroline's own later turn says it again, extracted as ``again``. The search returns the
+    unit written from turn ``returned``."""
     from memtrace_otel import Category, MemoryTracer, VariableKind
 
     mt = MemoryTracer(provider, capture_content=True)
@@ -67,9 +69,7 @@ def _walk_history(provider, quoted: bool, returned: str = "D1:2",  # type: ignor
                          "You found a vibrant rainbow sidewalk during Pride Month.")
     if again:
         turns["D1:4"] = ("[27 August 2023] Caroline: I keep thinking of that rainbow sidewalk I came across "
-                         "walking in my neighborhood for Pride Month.",
-                         "Caroline came across a rainbow sidewalk walking in her neighborhood for Pride "
-                         "Month (27 August 2023).")
+                         "walking in my neighborhood for Pride Month.", again)
     units = {}
     for dia_id, (text, fact) in turns.items():
         with mt.operation("extract", Category.EXTRACTION, store_id="s") as op:
@@ -113,17 +113,22 @@ def test_another_message_repeating_a_rare_gold_does_not_carry_the_evidence(trace
     assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
 
 
+@pytest.mark.parametrize(("again", "blamed", "error_type"), [
+    ("Caroline keeps thinking of the rainbow sidewalk from Pride Month (27 August 2023).", "extract D1:1",
+     "ExtractionError"),
+    ("Caroline came across a rainbow sidewalk walking in her neighborhood for Pride Month (27 August 2023).",
+     "answer", "ResponseError"),
+])
 def test_a_context_with_the_gold_from_another_message_is_no_response_error_when_memory_never_had_the_fact(
-        tracer_provider, span_exporter):
+        tracer_provider, span_exporter, again, blamed, error_type):
     """The reader had a unit of Caroline's later turn saying the gold again, but nothing written from the
     evidence turn held the fact when the question was asked: the gold's words in the context are another
     message's, and the extraction that kept none of the evidence's fact is the first loss, not the
-    reader."""
-    from memtrace_otel.attribution import ErrorType
-
-    ops = _walk_history(tracer_provider, quoted=True, returned="D1:4", again=True)
+    reader. Unless that unit answers the question as the evidence does (the whole gold, and the walk in
+    her neighborhood the question asks by): then the reader had the answer, whichever turn it came from."""
+    ops = _walk_history(tracer_provider, quoted=True, returned="D1:4", again=again)
     verdict = _walk_verdict(span_exporter)
-    assert (verdict.operation, verdict.error_type) == (ops["extract D1:1"], ErrorType.EXTRACTION)
+    assert (verdict.operation, verdict.error_type.value) == (ops[blamed], error_type)
 
 
 def test_a_locomo_date_header_resolves_relative_times():

@@ -663,6 +663,34 @@ def test_a_search_that_missed_a_later_copy_of_a_fact_an_extraction_dropped_is_th
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 
 
+WITCHER_SAID = ("[13 October 2022] James: Playing video games was always great, but creating my own game was "
+                "really special. Witcher 3 gave me a ton of inspiration, with its amazing world and story.")
+
+
+@pytest.mark.parametrize(("other", "blamed", "error_type"), [
+    ("John is interested in James' inspiration behind creating his game, mentioning The Witcher 3 "
+     "(13 October 2022).", "answer", ErrorType.RESPONSE),
+    ("John mentioned that The Witcher 3 is his favourite game to relax with (13 October 2022).",
+     "update D27:6", ErrorType.UPDATE),
+])
+def test_a_context_line_of_another_message_that_answers_as_the_evidence_does_gave_the_reader_the_fact(
+        tracer_provider, span_exporter, other, blamed, error_type):
+    """The evidence's unit was overwritten before the question; the reader's context held another
+    message's memory. One that answers as the evidence does (the whole gold and every word of the question
+    the evidence sentence holds: James, inspired, create, game) gave the reader the answer, whichever turn
+    it was written from: the reader is at fault. One with only the gold's words (the same game, another
+    fact) did not, and the overwrite is the first loss."""
+    system = _Mem0(tracer_provider)
+    system.add("D27:5", "[13 October 2022] John: So cool that people are enjoying it! What inspired you to "
+               "create it?", other)
+    system.add("D27:6", WITCHER_SAID, "The game Witcher 3 inspired James to create his own game, pushing him "
+               "to make something special (13 October 2022).")
+    system.overwrite("D27:6", "James wants to make more games in different genres (13 October 2022).")
+    system.ask("What inspired James to create his game?", "Witcher 3", ["D27:6"], ["D27:5"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 @pytest.mark.parametrize(("copy", "blamed", "error_type"), [
     ("Tim loved the history of the castle he visited in the UK (9 June 2023).", "search",
      ErrorType.RETRIEVAL),

@@ -903,7 +903,8 @@ def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> b
     asked."""
     return (verdict.error_type is ErrorType.RESPONSE and not carries.structural
             and verdict.carrier is not None and verdict.carrier not in carries.descendants
-            and not _alive_carriers(case, carries, carries.lineage_stored()))
+            and not _alive_carriers(case, carries, carries.lineage_stored())
+            and not any(carries.info.answers(line) for line in case.index.lines(verdict.carrier)))
 
 
 def _is_question(sentence: str) -> bool:
