@@ -45,6 +45,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from memtrace_otel.instrument.mem0 import Mem0Instrumentor, flat, lifecycle, methods
+from memtrace_otel.semconv import GenAI, MemTrace
 
 from openai_server import ScriptedOpenAIServer
 
@@ -194,6 +195,22 @@ def _no_add_genai() -> list[Patch]:
     return [(methods.AddSpec, "_operation", bare)]
 
 
+def _generic_add() -> list[Patch]:
+    """The ``add`` span as before its lean start and end: its operation made by ``MemoryTracer.operation``
+    each time, and its record count and outcome set in a call of their own (``AddSpec.end`` of cd871cd)."""
+
+    def end(self: Any, scope: Any, arguments: Any, result: Any) -> None:
+        items, op = methods.result_items(result), scope.op
+        outcome = ",".join(sorted({str(i.get("event")) for i in items})) if items else "noop"
+        if op.captures_content:
+            op.record_memory(count=len(items), records=methods.stored_records(items))
+            op.set_outcome(outcome)
+        else:
+            op.set_attributes({GenAI.MEMORY_RECORD_COUNT: len(items), MemTrace.OPERATION_OUTCOME: outcome})
+
+    return [(methods.AddSpec, "_operation", lifecycle.MethodSpec._operation), (methods.AddSpec, "end", end)]
+
+
 class _SameContext:
     """``contextvars.copy_context()`` that copies nothing: mem0's workers run in their own context."""
 
@@ -252,6 +269,8 @@ VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
     "no-add-end": (_no_add_end, "no record count / outcome set on the add span at its end"),
     "no-add-genai": (_no_add_genai, "the add span started with its category and name only (no GenAI "
                                     "operation, store, provider, server)"),
+    "generic-add": (_generic_add, "the add span made as before session 38's lean path (for a paired "
+                                  "before/after: the variant is the code before, drops nothing)"),
     "no-scoped-writes": (_no_scoped_writes, "no write stage and no _create_memory call of its own (what "
                                             "no-context and no-scope also leave out)"),
     "no-context": (_no_context, "no context copied into mem0's workers (and no-scoped-writes)"),

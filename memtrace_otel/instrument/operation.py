@@ -112,6 +112,19 @@ def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) 
     return operation
 
 
+def _like(template: Operation) -> Operation:
+    """A new operation started as ``template`` was (its owner, names, kind, GenAI operation and start
+    attributes, the dictionary shared: the SDK copies it when the span starts, and nothing changes it),
+    for a caller that makes the same operation call after call (mem0's ``add``), without
+    ``MemoryTracer.operation`` building and checking its start attributes each time."""
+    operation = _plain(template._owner, template.name, template.category, template._start)
+    operation._span_name = template._span_name
+    operation._kind = template._kind
+    operation.gen_ai_operation = template.gen_ai_operation
+    operation._named = template._named
+    return operation
+
+
 def current_operation() -> Operation | None:
     """The operation open in this thread or task, if any."""
     return _current.get()
@@ -153,6 +166,10 @@ class Operation:
     gen_ai_operation: GenAIOperation | str | None = None
     _named = False
     _kind = SpanKind.INTERNAL
+    _closing: dict[str, AttributeValue] | None = None
+    """Attributes known only when the operation ends, set with the lineage's in one call to the span
+    (:meth:`_flush_lineage`) rather than in a call of their own (mem0's ``add``: its record count and
+    outcome)."""
 
     def __init__(
         self,
@@ -556,7 +573,7 @@ class Operation:
         # a quarter of a microsecond on one- and two-element lists), the links, contents and descriptors
         # made in the same loops: this runs at the end of every traced operation.
         owner = self._owner
-        attributes: dict[str, AttributeValue] = {}
+        attributes: dict[str, AttributeValue] = self._closing or {}
         inputs, outputs = self.inputs, self.outputs
         capture, uploader, limit = owner.capture_content, owner.uploader, owner.content_max_chars
         # Described once each, in this order: external inputs (no producer) at every read, then outputs.

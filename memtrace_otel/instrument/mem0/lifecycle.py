@@ -30,8 +30,8 @@ from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.semconv import Category, GenAIOperation
 
-__all__ = ["Binder", "Call", "MethodSpec", "emit_stages", "propagate_context", "server_of", "unwrap_own",
-           "wrapper_for"]
+__all__ = ["Binder", "Call", "MethodSpec", "emit_stages", "propagate_context", "server_of",
+           "store_and_server", "unwrap_own", "wrapper_for"]
 
 _logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -112,7 +112,7 @@ class MethodSpec:
 
     def _operation(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
                    arguments: Arguments) -> Operation:
-        store, address, port = _store_and_server(memory)
+        store, address, port = store_and_server(memory)
         if not gen_ai:
             address = port = None
         return tracer.operation(self.name, self.category, gen_ai_operation=gen_ai, store_id=store,
@@ -132,7 +132,7 @@ _SERVERS: weakref.WeakKeyDictionary[Any, tuple[str, str | None, int | None]] = w
 (every span of a traced call names them; a ``Memory`` keeps its vector-store config for life)."""
 
 
-def _store_and_server(memory: Any) -> tuple[str, str | None, int | None]:
+def store_and_server(memory: Any) -> tuple[str, str | None, int | None]:
     try:
         return _SERVERS[memory]
     except KeyError:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memtrace_otel.instrument.genai import RetrievedRecord
-from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
+from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec, store_and_server
 from memtrace_otel.instrument.mem0.scope import (
     Role,
     Scope,
@@ -26,7 +26,8 @@ from memtrace_otel.instrument.mem0.scope import (
     text_hash,
     unhashed_descriptor,
 )
-from memtrace_otel.instrument.operation import Operation
+from memtrace_otel.instrument.operation import Operation, _like
+from memtrace_otel.instrument.tracer import MemoryTracer
 from memtrace_otel.instrument.variables import Variable, VariableRegistry
 from memtrace_otel.semconv import Category, GenAI, GenAIOperation, MemTrace, VariableKind
 
@@ -83,12 +84,30 @@ class AddSpec(MethodSpec):
 
     role = Role.ADD
 
+    def __init__(self, name: str, category: Category) -> None:
+        super().__init__(name, category)
+        self._made: dict[tuple[Any, ...], Operation] = {}
+        """(tracer, GenAI operation, store, server address, port) -> an operation made by the generic
+        path: the ``add`` span's start attributes depend on nothing else (no record id), so each
+        ``add`` starts from its template (``operation._like``) instead of building them again."""
+
     def gen_ai_operation(self, arguments: Arguments) -> GenAIOperation:
         infer = arguments.get("infer", True)
         return GenAIOperation.UPSERT_MEMORY if infer else GenAIOperation.CREATE_MEMORY
 
     def record_id(self, arguments: Arguments) -> None:
         return None
+
+    def _operation(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
+                   arguments: Arguments) -> Operation:
+        key = (tracer, gen_ai, *store_and_server(memory))
+        template = self._made.get(key)
+        if template is None:
+            template = super()._operation(tracer, memory, gen_ai, arguments)
+            if len(self._made) >= _MAX_TEMPLATES:  # stores made and dropped by a long-running process
+                self._made.clear()
+            self._made[key] = template
+        return _like(template)
 
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
         messages = [m for m in messages_of(arguments.get("messages"))
@@ -115,7 +134,12 @@ class AddSpec(MethodSpec):
             op.record_memory(count=len(items), records=stored_records(items))
             op.set_outcome(outcome)
         else:
-            op.set_attributes({GenAI.MEMORY_RECORD_COUNT: len(items), MemTrace.OPERATION_OUTCOME: outcome})
+            # Set with the lineage's attributes when the span ends: one call to the span fewer.
+            op._closing = {GenAI.MEMORY_RECORD_COUNT: len(items), MemTrace.OPERATION_OUTCOME: outcome}
+
+
+_MAX_TEMPLATES = 64
+"""``AddSpec``'s start templates kept at most (one per tracer, store and server, each ``infer`` value)."""
 
 
 def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
