@@ -593,3 +593,57 @@ def test_the_remainder_variants_leave_out_what_they_say(no_content_env: None, in
         assert not others and not stages and add[MemTrace.OPERATION_NAME] == "mem0.add", variant
     others, stages, add = recorded("no-add-call")
     assert not others and not stages and MemTrace.OPERATION_NAME not in add
+
+
+def test_the_add_span_from_its_template_is_the_generic_one(no_content_env: None, instrumented: Any,
+                                                            llm_server: Any, tmp_path: Any,
+                                                            span_exporter: InMemorySpanExporter) -> None:
+    # AddSpec starts each add from a template per (tracer, GenAI operation, store, server) and sets its
+    # count and outcome with the lineage (Operation._closing); mem0_record_less.py's generic-add is the
+    # code before. Two stores and both infer values: a template shared across any of them would name
+    # the wrong store or operation.
+    import os
+    import sys
+
+    from mem0 import Memory
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
+    import mem0_record_less as record_less
+
+    memories = []
+    for collection in ("alpha", "beta"):
+        settings = config(llm_server.base_url, str(tmp_path / collection))
+        settings["vector_store"]["config"]["collection_name"] = collection
+        memories.append(Memory.from_config(settings))
+    calls = iter(range(100))
+
+    def add_span(memory: Any, infer: bool, generic: bool) -> Any:
+        span_exporter.clear()
+        undo = record_less._apply(record_less.VARIANTS["generic-add"][0]() if generic else [])
+        n = next(calls)  # a fact of its own: mem0 2.x stores no memory twice
+        try:
+            if infer:
+                llm_server.enqueue(*add_replies([f"Moved to town {n}"]))
+            memory.add(f"I moved to town {n}.", user_id=USER, infer=infer)
+        finally:
+            record_less._apply(list(reversed(undo)))
+        (add,) = spans_by_name(span_exporter)["mem0.add"]
+        return add
+
+    def shape(span: Any) -> tuple[Any, ...]:
+        attributes = dict(span.attributes)
+        # The message and record ids differ between two adds (their texts do): their number does not.
+        ids = {k: len(attributes.pop(k, ())) for k in (MemTrace.OUTPUTS, MemTrace.VARIABLES)}
+        return span.name, span.kind, list(span.attributes), attributes, ids, [e.name for e in span.events]
+
+    for memory in memories * 2:  # the second time round, from the templates made the first
+        for infer in (True, False):
+            lean, generic = add_span(memory, infer, False), add_span(memory, infer, True)
+            assert shape(lean) == shape(generic)
+            assert lean.attributes[GenAI.MEMORY_STORE_ID] == memory.config.vector_store.config.collection_name
+            assert lean.attributes[GenAI.OPERATION_NAME] == ("upsert_memory" if infer else "create_memory")
+            assert lean.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
+    for memory in memories:
+        close = getattr(memory, "close", None)
+        if callable(close):
+            close()
