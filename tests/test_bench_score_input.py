@@ -68,3 +68,15 @@ def test_a_malformed_label_row_is_one_line_and_the_rest_is_scored(bench: Path, r
     summary = json.loads(result.stdout)
     assert [c["case_id"] for c in summary["cases"]] == [good["case_id"]]
     assert f"labels.jsonl:2: {problem}; skipped" in result.stderr
+
+
+def test_gold_stated_splits_the_scores_and_only_a_bool_counts(bench: Path) -> None:
+    """A real-mem0 label's ``gold_stated`` splits the summary; a value that is not a bool says nothing."""
+    good, other = _labels(bench)
+    _write(bench, [{**good, "gold_stated": True}, {**other, "gold_stated": "yes"}])
+    result = CliRunner().invoke(main, ["bench", "score", "--engine", "last-operation", str(bench), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert [c["gold_stated"] for c in summary["cases"]] == [True, None]
+    assert list(summary["by_gold_stated"]) == ["stated"]
+    assert summary["by_gold_stated"]["stated"]["cases"] == 1

@@ -79,6 +79,9 @@ class CaseResult:
     ambiguous: bool = False
     part: str = "injected"
     """The label's benchmark part: ``injected``, ``natural``, ``multi`` or ``distractor``."""
+    gold_stated: bool | None = None
+    """Real-mem0 labels: whether the key facts state the gold's words (``True``) or the reader infers
+    it (``False``); ``None`` where a label does not say (not a bool: not said)."""
 
     @property
     def type_correct(self) -> bool:
@@ -152,6 +155,11 @@ def _label_problem(row: Any, directory: str) -> str | None:
                 [root, os.path.realpath(os.path.join(root, span_path))]) != root:
             return f"span file {span_path[:80]!r} is outside the benchmark directory"
     return None
+
+
+def _gold_stated(label: dict[str, Any]) -> bool | None:
+    stated = label.get("gold_stated")
+    return stated if isinstance(stated, bool) else None
 
 
 def _part(label: dict[str, Any]) -> str:
@@ -260,7 +268,8 @@ def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any], *,
     :meth:`Engine.attribute` never raises, so one broken case does not stop a run.
     """
     result = CaseResult(label["case_id"], label.get("system", "?"), label["error_type"],
-                        str(label["operation"].get("span_id", "")), part=_part(label))
+                        str(label["operation"].get("span_id", "")), part=_part(label),
+                        gold_stated=_gold_stated(label))
     evaluation = find_case_evaluation(G, label["case_id"])
     if evaluation is None:
         result.problem = "no failed evaluation with this case id in its span files"
@@ -348,6 +357,9 @@ def summarize(results: list[CaseResult], engine: str) -> dict[str, Any]:
     0.0
     >>> s["by_part"]["injected"]["cases"]
     2
+    >>> r[0].gold_stated, r[1].gold_stated = True, False
+    >>> {k: v["operation_accuracy"] for k, v in summarize(r, "x")["by_gold_stated"].items()}
+    {'stated': 1.0, 'inferred': 0.0}
     """
     by_system: dict[str, list[CaseResult]] = defaultdict(list)
     by_type: dict[str, list[CaseResult]] = defaultdict(list)
@@ -369,6 +381,10 @@ def summarize(results: list[CaseResult], engine: str) -> dict[str, Any]:
         "cells": {s: {t: _rates(types[t]) for t in ERROR_TYPES if types.get(t)}
                   for s, types in sorted(cells.items())},
         "confusion": {g: dict(c) for g, c in confusion.items()},
+        # Labels that say whether their key facts state the gold (the real-mem0 parts): how much of
+        # the accuracy is on golds the reader must infer, where "carries the information" is hardest.
+        "by_gold_stated": {name: _rates(rs) for name, stated in (("stated", True), ("inferred", False))
+                           if (rs := [r for r in results if r.gold_stated is stated])},
         "top_k": TOP_K,
         "cases": [dict(asdict(r), type_correct=r.type_correct, operation_correct=r.operation_correct,
                        top_k_correct=r.top_k_correct) for r in results],
