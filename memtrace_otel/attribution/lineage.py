@@ -150,12 +150,12 @@ from memtrace_otel.attribution.survival import (
     held_already,
     keeps,
     salient,
-    says_whole_gold,
     statement_fate,
     statement_loss,
     stating_gold,
     stored_instead,
     unread_by,
+    whole_gold_test,
     wrote_about,
 )
 from memtrace_otel.graph.node_types import OPERATION
@@ -297,7 +297,7 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
     """Whether another of the question's searches (not one reading what ``retrieval`` wrote) returned, into a
     context the answerer read, a unit carrying the information that was written from an evidence message
     (one of ``told``, or on this evidence's lineage) or that states the whole gold (``stated``, with a word
-    of the question ``asked``: :func:`.survival.says_whole_gold`).
+    of the question ``asked``: :func:`.survival.whole_gold_test`).
 
     An app that searches several stores for one question (mem0's evaluation searches each speaker) hands the
     reader every search's results. A search that passed over a unit carrying the fact did not decide the
@@ -309,6 +309,7 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
     if carries.info.source != "gold" or _is_question(carries.info.text):
         return False  # a fact the evidence does not state in the gold's words: nothing to have had
     unread = unread_by(case)
+    says_gold = whole_gold_test(index, stated, carries.info.exact, asked) if stated is not None else None
     for variable in index.inputs(case.generator):
         producer = index.producer(variable)
         if (producer is None or producer == retrieval or index.data(variable).get("kind") in _NOT_CONTEXT
@@ -319,8 +320,7 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
             # The cheap ties first: the presence test may embed the unit.
             if (index.is_stored(unit)
                     and (unit in carries.descendants or not told.isdisjoint(index.origin_messages(unit))
-                         or (stated is not None
-                             and says_whole_gold(index, unit, stated, carries.info.exact, asked)))
+                         or (says_gold is not None and says_gold(unit)))
                     and not unread(unit) and carries(unit)):
                 return True
     return False

@@ -347,7 +347,7 @@ def critical_information(
         headed=frozenset(topic) & (tokenize(header) - tokenize(body)),
         specific=bool(gold_part) and (specific(gold_part) if specific else True),
         source="gold" if gold_part else "evidence",
-        text=split_header(line)[1].strip(),
+        text=body.strip(),
         whole=whole,
         said=said,
         spread=spread,

@@ -299,12 +299,15 @@ def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str
     return states
 
 
-def says_whole_gold(index: GraphIndex, variable: str, gold: Information, exact: frozenset[str],
-                    asked: frozenset[str]) -> bool:
-    """Whether a line of ``variable`` states the whole ``gold`` (:func:`_states_whole`: the gold, ``exact``
-    and a word of the question; never for a date gold)."""
+def whole_gold_test(index: GraphIndex, gold: Information, exact: frozenset[str], asked: frozenset[str]
+                    ) -> Callable[[str], bool] | None:
+    """The test of a variable having a line that states the whole ``gold`` (:func:`_states_whole`: the
+    gold, ``exact`` and a word of the question), built once for a case's loop; ``None`` for a date
+    gold, which no line states whole."""
     states = _states_whole(gold, exact, asked)
-    return states is not None and any(states(line) for line in index.lines(variable))
+    if states is None:
+        return None
+    return lambda variable: any(states(line) for line in index.lines(variable))
 
 
 def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
