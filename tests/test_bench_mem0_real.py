@@ -16,18 +16,30 @@ from typing import Any
 import pytest
 
 from memtrace_bench.config import locomo_dir
-from memtrace_bench.mem0_real.build import BuildOptions, build, damages, default_mem0_python, error_type_of
+from memtrace_bench.locomo import QA
+from memtrace_bench.mem0_real.build import (
+    BuildOptions,
+    also_passing,
+    build,
+    damages,
+    default_mem0_python,
+    error_type_of,
+)
 from memtrace_bench.mem0_real.server import SimulatedLLM, parse_answer_prompt, parse_decision_prompt
 from memtrace_bench.mem0_real.world import (
     World,
     carries,
+    dated,
     embed,
     judge,
     message_text,
     relative_times,
+    sentences,
     similarity,
+    statement,
     undated,
 )
+from memtrace_bench.score import CaseResult, summarize
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(os.path.join(locomo_dir(), "26.json")),
                                 reason="LoCoMo conversation 26 not found")
@@ -89,14 +101,19 @@ def test_extraction_faults_are_seeded_kinds_and_repair_gives_the_oracle(world: W
         facts, oracle, fault = world.extraction(dia_id, call_id)
         assert (facts, oracle, fault) == world.extraction(dia_id, call_id)  # deterministic
         assert world.extraction(dia_id, call_id, repaired=True) == (oracle, oracle, None)
-        if fault is None:
-            assert facts == oracle
+        # What a model that summarises writes: the observation sentences, dated.
+        clean = [dated(f, world.stamps.get(dia_id, "")) for f in world.observed.get(dia_id, [])]
+        assert (clean != oracle) == ("omitted-by-observation" in (fault or ""))
+        seeded = [f for f in (fault or "").split("; ") if f and f != "omitted-by-observation"]
+        if not seeded:
+            assert facts == clean
             continue
-        kinds[fault.split()[0]] = kinds.get(fault.split()[0], 0) + 1
-        lost = [f for f in oracle if not any(carries(m, f) for m in facts)]
+        (seeded_fault,) = seeded
+        kinds[seeded_fault.split()[0]] = kinds.get(seeded_fault.split()[0], 0) + 1
+        lost = [f for f in clean if not any(carries(m, f) for m in facts)]
         assert len(lost) == 1  # one fact omitted or damaged, the others intact
-        if fault.startswith(("dropped date", "wrong date")):  # the sentence kept, its date lost
-            (damaged,) = [f for f in facts if f not in oracle]
+        if seeded_fault.startswith(("dropped date", "wrong date")):  # the sentence kept, its date lost
+            (damaged,) = [f for f in facts if f not in clean]
             assert carries(undated(damaged), undated(lost[0])) and carries(undated(lost[0]), undated(damaged))
     assert set(kinds) == {"omitted", "lossy", "swapped", "dropped", "wrong"}
     assert sum(kinds.values()) < 0.35 * len(ids)  # a modest rate
@@ -173,6 +190,66 @@ def test_label_candidates_are_the_faults_that_lost_what_the_reader_answers_from(
     assert not carries(stating, key) and damages(world, what, deleted(stating))
     assert not damages(world, what, deleted("Melanie painted a lake at sunrise (8 May 2023)."))
     assert not damages(world, what, deleted(key.replace("Caroline", "Melanie")))
+
+
+def test_the_oracle_extraction_keeps_what_the_message_states_that_the_observation_left_out(
+        world: World) -> None:
+    # "A friend made it for my 18th birthday ten years ago": LoCoMo's observation keeps the bowl, not
+    # the "ten years" the gold needs. The fault-free extraction keeps the message's sentence.
+    birthday = next(q for q in world.questions()
+                    if q.question == "How long ago was Caroline's 18th birthday?")
+    (dia_id, key), = world.key_facts(birthday)
+    (observed,) = world.observed["D4:5"]
+    assert dia_id == "D4:5" and "ten years ago" in key and "ten years" not in observed
+    assert key.startswith(observed.rstrip("."))
+    assert "Caroline said that a friend made it for Caroline's" in key
+    facts, oracle, fault = world.extraction("D4:5", "D4:5/extract")
+    assert fault == "omitted-by-observation" and oracle == [key] and not any(carries(f, key) for f in facts)
+    assert world.extraction("D4:5", "D4:5/extract", repaired=True)[0] == [key]
+    # The summarised fact does not answer; the fuller one does; the lost fuller fact is a label candidate.
+    assert world.answer(birthday, facts, "t/answer", repaired=True)[0] != str(birthday.answer)
+    assert world.answer(birthday, [key], "t/answer", repaired=True)[0] == str(birthday.answer)
+    call = {"call_id": "D4:5/extract", "kind": "extract", "fault": fault, "lost": [key]}
+    assert damages(world, birthday, call) and error_type_of(call) == "ExtractionError"
+    # A sentence sharing one gold word and nothing of the question is not taken (a caption's "woman"
+    # for "What is Caroline's identity?"); turns whose observation keeps the gold are unchanged.
+    assert world.base["D1:5"] == world.observed["D1:5"] and world.base["D1:3"] == world.observed["D1:3"]
+    assert statement("Mel", "Caro", "You're doing great, I ran a race!") == (
+        "Mel said that Caro is doing great, Mel ran a race.")
+    assert sentences("Wow! [shares a photo of a cake] Yum.") == ["Wow!", "[shares a photo of a cake]", "Yum."]
+
+
+def test_a_date_answers_only_with_the_event_the_question_asks(world: World) -> None:
+    when = next(q for q in world.questions()
+                if q.question == "When did Caroline go to the LGBTQ support group?")
+    (_, key), = world.key_facts(when)
+    # The whole date and a name and "support group" of another group: not the event asked.
+    other = "Caroline left a parents' support group (7 May 2023)."
+    assert not world.states(when, other) and not world.relevant(when, other)
+    assert world.answer(when, [other], "t/answer", repaired=True)[0] != str(when.answer)
+    same = "Caroline went to an LGBTQ support group (7 May 2023)."
+    assert world.states(when, same)
+    assert world.answer(when, [same], "t/answer", repaired=True)[0] == "7 May 2023"
+    assert world.event(when, key) == frozenset({"caroline", "lgbtq", "support", "group"})
+    # A question sharing only the speaker's name with its key fact: the fact's own words are the event.
+    vague = QA(10_000, "When did Caroline do it?", "7 May 2023", ("D1:3",), 2)
+    assert world.event(vague, key) >= {"caroline", "attend", "lgbtq", "support", "group"}
+    assert not world.states(vague, "Caroline painted a lake (7 May 2023).")
+
+
+def test_labels_record_the_other_passing_repairs_and_the_scorer_reports_them_apart() -> None:
+    search = {"call_id": "q3/search/Jon", "kind": "search", "fault": None,
+              "span": {"span_id": "b2", "name": "mem0.search", "trace_id": "t"}}
+    (other,) = also_passing([search, {"call_id": "q3/search/Gina", "kind": "search", "span": None}])
+    assert other == {"call_id": "q3/search/Jon", "error_type": "RetrievalError", "fault": None,
+                     "name": "mem0.search", "span_id": "b2"}
+    results = [CaseResult("a", "mem0", "RetrievalError", "b1", "RetrievalError", "b2", also_passing=["b2"]),
+               CaseResult("b", "mem0", "RetrievalError", "c1", "RetrievalError", "c1", also_passing=[]),
+               CaseResult("c", "mem0", "ResponseError", "d1", "RetrievalError", "d9", also_passing=["d2"])]
+    overall = summarize(results, "x")["overall"]
+    assert overall["operation_accuracy"] == 1 / 3 and overall["diagnostic_any_passing_repair_share"] == 2 / 3
+    plain = summarize([CaseResult("d", "s", "RetrievalError", "1")], "x")["overall"]
+    assert "diagnostic_any_passing_repair_share" not in plain
 
 
 def test_prompt_parsers_and_embedding() -> None:
@@ -253,8 +330,14 @@ def test_small_build_is_deterministic_and_each_label_is_a_real_repair(tmp_path: 
     labels = [json.loads(line) for line in texts[0].splitlines()]
     assert manifests[0]["labels"] == len(labels)
     assert {label["part"] for label in labels} == {"mem0-real-v1"}
+    rows = {json.loads(line)["case_id"]: json.loads(line)
+            for line in (tmp_path / "a" / "mem0_real_failures.jsonl").read_text().splitlines()}
     for label in labels:
         assert label["operation"]["span_id"] and (tmp_path / "a" / label["spans"][0]).is_file()
+        # The other passing single repairs are listed, the label (the earliest) not among them.
+        passing = rows[label["case_id"]]["repair"]["passing"]
+        assert passing[0] == label["repair"]["target"]
+        assert [other["call_id"] for other in label["also_passing"]] == passing[1:]
     # One label per error type, checked on fresh runs from the first session (no store snapshot):
     # with its repair the answer passes, without any repair it fails.
     checked = {}

@@ -82,6 +82,9 @@ class CaseResult:
     gold_stated: bool | None = None
     """Real-mem0 labels: whether the key facts state the gold's words (``True``) or the reader infers
     it (``False``); ``None`` where a label does not say (not a bool: not said)."""
+    also_passing: list[str] | None = None
+    """Real-mem0 labels: the span ids of the other single repairs that also make the answer pass
+    (the label is the earliest); ``None`` where a label does not say."""
 
     @property
     def type_correct(self) -> bool:
@@ -90,6 +93,13 @@ class CaseResult:
     @property
     def operation_correct(self) -> bool:
         return self.predicted_span is not None and self.predicted_span == self.gold_span
+
+    @property
+    def any_passing_repair(self) -> bool:
+        """Whether the predicted span is the label's or any other single repair that passes: a
+        diagnostic of how many misses name a repair that also works, never the headline."""
+        return self.operation_correct or (self.predicted_span is not None
+                                          and self.predicted_span in (self.also_passing or []))
 
     @property
     def top_k_correct(self) -> bool:
@@ -160,6 +170,13 @@ def _label_problem(row: Any, directory: str) -> str | None:
 def _gold_stated(label: dict[str, Any]) -> bool | None:
     stated = label.get("gold_stated")
     return stated if isinstance(stated, bool) else None
+
+
+def _also_passing(label: dict[str, Any]) -> list[str] | None:
+    others = label.get("also_passing")
+    if not isinstance(others, list):
+        return None
+    return [str(o["span_id"]) for o in others if isinstance(o, dict) and o.get("span_id")]
 
 
 def _part(label: dict[str, Any]) -> str:
@@ -269,7 +286,7 @@ def score_case(engine: Engine, G: nx.DiGraph, label: dict[str, Any], *,
     """
     result = CaseResult(label["case_id"], label.get("system", "?"), label["error_type"],
                         str(label["operation"].get("span_id", "")), part=_part(label),
-                        gold_stated=_gold_stated(label))
+                        gold_stated=_gold_stated(label), also_passing=_also_passing(label))
     evaluation = find_case_evaluation(G, label["case_id"])
     if evaluation is None:
         result.problem = "no failed evaluation with this case id in its span files"
@@ -339,6 +356,10 @@ def _rates(results: list[CaseResult]) -> dict[str, Any]:
         "input_tokens_per_case": sum(r.input_tokens for r in results) / n,
         "output_tokens_per_case": sum(r.output_tokens for r in results) / n,
         "unattributed": sum(r.predicted_span is None for r in results),
+        # Labels listing the other passing single repairs (the real-mem0 parts): the share whose
+        # predicted operation is any of them or the label's. A diagnostic; the accuracy is above.
+        **({"diagnostic_any_passing_repair_share": sum(r.any_passing_repair for r in results) / n}
+           if any(r.also_passing is not None for r in results) else {}),
     }
 
 
@@ -360,6 +381,9 @@ def summarize(results: list[CaseResult], engine: str) -> dict[str, Any]:
     >>> r[0].gold_stated, r[1].gold_stated = True, False
     >>> {k: v["operation_accuracy"] for k, v in summarize(r, "x")["by_gold_stated"].items()}
     {'stated': 1.0, 'inferred': 0.0}
+    >>> r[1].also_passing = ["3"]  # the other speaker's search also passes, and the engine named it
+    >>> summarize(r, "x")["overall"]["diagnostic_any_passing_repair_share"]
+    1.0
     """
     by_system: dict[str, list[CaseResult]] = defaultdict(list)
     by_type: dict[str, list[CaseResult]] = defaultdict(list)

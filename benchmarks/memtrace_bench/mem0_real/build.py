@@ -19,7 +19,8 @@ Per conversation:
    the instrumentor emitted for the call's effect (``mem0.add.extract``; the ``mem0.update`` /
    ``mem0.delete`` of a wrong target; the question's ``mem0.search``; ``app.answer``). Failures no
    single repair fixes are counted (``not-single-cause``), as are questions no fault-free run can
-   answer (an evidence turn without a LoCoMo observation: ``unanswerable``).
+   answer (an evidence turn without a LoCoMo observation: ``unanswerable``). Each label lists the
+   other single repairs that pass (``also_passing``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from memtrace_bench.config import locomo_dir
 from memtrace_bench.locomo import QA
 from memtrace_bench.mem0_real.world import World, carries
 
-__all__ = ["BuildOptions", "build", "damages", "default_mem0_python", "error_type_of"]
+__all__ = ["BuildOptions", "also_passing", "build", "damages", "default_mem0_python", "error_type_of"]
 
 Progress = Callable[[str], None]
 
@@ -99,6 +100,21 @@ def damages(world: World, qa: QA, call: dict[str, Any]) -> bool:
     lost = [text for text in call.get("lost", []) if text]
     return any(carries(text, key) for text in lost for key in keys) or any(world.relevant(qa, text)
                                                                           for text in lost)
+
+
+def also_passing(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The other single repairs that also make the answer pass, later than the label's (the label
+    is the earliest: the paper's rule): each one's call, fault, error type and span. When both
+    speakers' searches' repairs pass, the second search is one of them; `memtrace bench score`
+    reports how often an engine names any of them, as a diagnostic beside the strict accuracy.
+
+    >>> [(o["call_id"], o["error_type"], o["span_id"]) for o in also_passing([{"call_id": "q3/search/Jon",
+    ...     "kind": "search", "fault": None, "span": {"span_id": "ab", "name": "mem0.search"}}])]
+    [('q3/search/Jon', 'RetrievalError', 'ab')]
+    """
+    return [{"call_id": c["call_id"], "error_type": error_type_of(c), "fault": c.get("fault"),
+             "name": (c.get("span") or {}).get("name"), "span_id": (c.get("span") or {}).get("span_id")}
+            for c in calls if (c.get("span") or {}).get("span_id")]
 
 
 def _order(call_id: str) -> tuple[int, int, int]:
@@ -244,7 +260,8 @@ def _label(options: BuildOptions, world: World, conversation: str,
                            "operation": {"trace_id": span.get("trace_id"), "span_id": span.get("span_id"),
                                          "name": span.get("name")},
                            "repair": {"target": earliest["call_id"], "fault": earliest.get("fault"),
-                                      "tried": len(tried)}})
+                                      "tried": len(tried)},
+                           "also_passing": also_passing(passing[1:])})
             tally[labels[-1]["error_type"]] += 1
     say(f"conversation {conversation}: {len(labels)} labels from {len(failed)} answerable failures")
     return labels, rows, tally, generation

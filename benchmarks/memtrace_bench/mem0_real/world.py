@@ -110,6 +110,123 @@ def paraphrase(speaker: str, text: str) -> str | None:
     return f"{speaker} mentioned that {body[0].lower() + body[1:] if not body.startswith(speaker) else body}"
 
 
+_SECOND_PERSON = (("you're", "{o} is"), ("You're", "{o} is"), ("you've", "{o} has"), ("You've", "{o} has"),
+                  ("you'll", "{o} will"), ("You'll", "{o} will"), ("you'd", "{o} would"),
+                  ("You'd", "{o} would"),
+                  ("you", "{o}"), ("You", "{o}"), ("your", "{o}'s"), ("Your", "{o}'s"), ("yours", "{o}'s"),
+                  ("yourself", "{o}"))
+_CAPTION = re.compile(r"\[(?:shares|shared)\s+([^\[\]]+)\]")
+
+
+def sentences(text: str) -> list[str]:
+    """A message's sentences, an image caption (``[shares a photo of ...]``) one of its own.
+
+    >>> sentences("Cool! I ran a race. [shares a photo of a medal]")
+    ['Cool!', 'I ran a race.', '[shares a photo of a medal]']
+    """
+    spaced = _CAPTION.sub(lambda m: f"\n{m.group()}\n", text)
+    return [x.strip() for part in spaced.split("\n") for x in re.split(r"(?<=[.!?])\s+", part) if x.strip()]
+
+
+def statement(speaker: str, other: str, sentence: str) -> str:
+    """What a model that keeps the message's words writes of one of its sentences: third person
+    (the speaker for "I", the other speaker for "you"), as a fact about who said it.
+
+    >>> statement("Mel", "Caro", "You'll be an awesome mom!")
+    'Mel said that Caro will be an awesome mom.'
+    >>> statement("Mel", "Caro", "[shares a photo of a medal]")
+    'Mel shared a photo of a medal.'
+    """
+    caption = _CAPTION.fullmatch(sentence.strip())
+    if caption:
+        return f"{speaker} shared {caption.group(1).strip().rstrip('.')}."
+    table = {**dict(_PRONOUNS), **dict(_SECOND_PERSON)}
+    out = []
+    for word in sentence.split():
+        core = word.strip(",.!?;:\"")
+        replaced = table.get(core)
+        out.append(word.replace(core, replaced.format(s=speaker, o=other), 1) if replaced else word)
+    body = " ".join(out).rstrip(",;:!?. ")
+    if not body.startswith((speaker, other)):
+        body = body[:1].lower() + body[1:]
+    return f"{speaker} said that {body}."
+
+
+def kept_statements(conversation: Conversation, questions: list[QA], facts: dict[str, list[str]],
+                    stamps: dict[str, str]) -> dict[str, list[str]]:
+    """``facts`` (per turn, LoCoMo's observation sentences: a model that summarises) as a fault-free
+    extraction writes them, one that keeps what the message states: where a question's gold words
+    are said by the message of its evidence turn, or of a neighbour as :meth:`World.key_facts`
+    allows (the nearest that says them), and no fact of those turns keeps them, that message's
+    sentences saying them (:func:`statement`) are joined onto the turn's fact sharing most words
+    with the question and gold (a new fact when the turn has none). A fact keeps the words of
+    the date it is written with (``stamps``: a resolved "last week" is no missing word).
+
+    LoCoMo's annotators summarise ("A friend made it for my 18th birthday ten years ago." has no
+    observation saying "ten years"): nothing the base run writes can carry such a gold, and a real
+    model's extraction that leaves out what the message states has made an extraction fault. Only
+    the gold words of some question are looked for: the rest changes no label. A sentence counts
+    when it says a missing gold word and a second gold word or a word of the question's topic, so
+    an unrelated sentence sharing one word with the gold (a caption's "woman") is not taken.
+    """
+    turns = {t.dia_id: t for session in conversation.sessions for t in session.turns}
+    speakers = conversation.speakers
+    names = fact_tokens(" ".join(speakers))
+    added: dict[tuple[str, int], list[int]] = {}
+    for qa in questions:
+        gold = fact_tokens(str(qa.answer))
+        topic = fact_tokens(qa.question) - gold - names
+        wanted = set(content_words(f"{qa.question} {qa.answer}"))
+        for dia_id in dict.fromkeys(qa.evidence):
+            near = around(dia_id)
+            kept = frozenset().union(*(fact_tokens(dated(f, stamps.get(t, ""))) for _, t in near
+                                       for f in facts.get(t, [])))
+            missing = gold - kept
+            if not missing:
+                continue
+            for _, turn_id in near:
+                turn = turns.get(turn_id)
+                if turn is None:
+                    continue
+                chosen = []
+                for i, sentence in enumerate(sentences(turn.text)):
+                    said = fact_tokens(sentence)
+                    if said & missing and (len(said & gold) >= 2 or said & topic):
+                        chosen.append(i)
+                if not chosen:
+                    continue
+                own = facts.get(turn_id, [])
+                target = max(range(len(own)), key=lambda i: (len(wanted & set(content_words(own[i]))), -i),
+                             default=-1)
+                slot = added.setdefault((turn_id, target), [])
+                slot += [i for i in chosen if i not in slot]
+                break
+    out = {dia_id: list(values) for dia_id, values in facts.items()}
+    for (turn_id, target), chosen in added.items():
+        turn = turns[turn_id]
+        other = speakers[1] if turn.speaker == speakers[0] else speakers[0]
+        parts = sentences(turn.text)
+        clause = "; ".join(statement(turn.speaker, other, parts[i]).rstrip(".") for i in sorted(chosen))
+        if target < 0:
+            out[turn_id] = [f"{clause}."]
+        else:
+            out[turn_id][target] = f"{out[turn_id][target].rstrip().rstrip('.')}; {clause}."
+    return out
+
+
+def around(dia_id: str) -> list[tuple[int, str]]:
+    """``(distance, dia_id)`` of the turn and its neighbours in its session (:data:`NEIGHBOURS`
+    either side), nearest first."""
+    match = re.fullmatch(r"D(\d+):(\d+)", dia_id)
+    if match is None:
+        return [(0, dia_id)]
+    session, turn = int(match.group(1)), int(match.group(2))
+    near = [(0, dia_id)]
+    for distance in range(1, NEIGHBOURS + 1):
+        near += [(distance, f"D{session}:{turn + step}") for step in (-distance, distance) if turn + step > 0]
+    return near
+
+
 def roll(seed: int, call_id: str, salt: str = "") -> float:
     """A uniform number in [0, 1) from the seed and a call id: the same call always rolls the same.
 
@@ -313,7 +430,9 @@ class World:
     """dia_id -> the turn's facts as a fault-free extraction writes them: the observation sentences,
     in LoCoMo's order, each dated (:func:`dated`) with the turn's :attr:`stamps`."""
     base: dict[str, list[str]] = field(default_factory=dict)
-    """dia_id -> the observation sentences as LoCoMo writes them (undated)."""
+    """dia_id -> the fault-free facts undated: the observation sentences as LoCoMo writes them, each
+    with the message's clauses the observation left out that state a question's gold
+    (:func:`kept_statements`)."""
     stamps: dict[str, str] = field(default_factory=dict)
     """dia_id -> the time its facts are dated with: the turn's relative times resolved against its
     session's date, else that date."""
@@ -322,6 +441,11 @@ class World:
     app passes to mem0 (``metadata={"timestamp": ...}``, as mem0's own LoCoMo evaluation does)."""
     seed: int = 0
     rates: FaultRates = field(default_factory=FaultRates)
+    observed: dict[str, list[str]] = field(default_factory=dict)
+    """dia_id -> what the base run's extraction writes (undated): the observation sentences alone, a
+    model that summarises; where they differ from :attr:`base` the call omitted what the message
+    stated (fault ``omitted-by-observation``)."""
+    _keys: dict[int, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, conversation_id: str, *, seed: int = 0, directory: str | None = None,
@@ -352,8 +476,14 @@ class World:
                         facts[turn.dia_id] = [short]
                 if turn.dia_id in facts:
                     stamps[turn.dia_id] = "; ".join(relative_times(turn.text, session.date)) or session.date
-        dated_facts = {d: [dated(f, stamps.get(d, "")) for f in fs] for d, fs in facts.items()}
-        return cls(conversation, dated_facts, facts, stamps, when, seed, rates or FaultRates())
+        questions = [q for q in conversation.questions if q.category in (1, 2, 3, 4) and q.evidence]
+        full = kept_statements(conversation, questions, facts, stamps)
+        for dia_id in sorted(full.keys() - facts.keys()):  # a turn given its first fact: dated as others
+            given = conversation.turn(dia_id)
+            if given is not None:
+                stamps[dia_id] = "; ".join(relative_times(given.text, given.date)) or given.date
+        dated_facts = {d: [dated(f, stamps.get(d, "")) for f in fs] for d, fs in full.items()}
+        return cls(conversation, dated_facts, full, stamps, when, seed, rates or FaultRates(), facts)
 
     # -- the conversation --------------------------------------------------------------------------
     def questions(self) -> list[QA]:
@@ -375,6 +505,8 @@ class World:
         of the same session (:data:`NEIGHBOURS` either side) is the key fact when it states more of
         the gold than the evidence turn's own; the pair then names the turn the fact came from.
         """
+        if qa.index in self._keys:
+            return self._keys[qa.index]
         gold = fact_tokens(str(qa.answer))
         wanted = set(content_words(f"{qa.question} {qa.answer}"))
         keys = []
@@ -382,7 +514,7 @@ class World:
             if not self.facts.get(dia_id):
                 continue
             scored = []
-            for distance, turn_id in self._around(dia_id):
+            for distance, turn_id in around(dia_id):
                 for i, fact in enumerate(self.facts.get(turn_id, [])):
                     said = len(gold & fact_tokens(fact))
                     if distance and not said:
@@ -391,19 +523,8 @@ class World:
                     scored.append((rank, turn_id, fact))
             best = max(scored, key=lambda x: x[0])
             keys.append((best[1], best[2]))
+        self._keys[qa.index] = keys
         return keys
-
-    def _around(self, dia_id: str) -> list[tuple[int, str]]:
-        """``(distance, dia_id)`` of the turn and its neighbours in its session, nearest first."""
-        match = re.fullmatch(r"D(\d+):(\d+)", dia_id)
-        if match is None:
-            return [(0, dia_id)]
-        session, turn = int(match.group(1)), int(match.group(2))
-        around = [(0, dia_id)]
-        for distance in range(1, NEIGHBOURS + 1):
-            around += [(distance, f"D{session}:{turn + step}") for step in (-distance, distance)
-                       if turn + step > 0]
-        return around
 
     def answerable(self, qa: QA) -> bool:
         """Whether a fault-free run can answer it: every evidence turn has a fact."""
@@ -425,9 +546,22 @@ class World:
         if not gold & tokens:
             return None
         need = tokens & (gold | fact_tokens(qa.question))
-        if any(t.isdigit() or t in MONTH_NAMES for t in gold):  # a time: the whole date counts
-            need |= fact_tokens(self.stamps.get(dia_id, ""))
+        if is_time(gold):  # a time: the whole date counts, and what happened on it
+            need |= fact_tokens(self.stamps.get(dia_id, "")) | self.event(qa, fact)
         return need
+
+    def event(self, qa: QA, fact: str) -> frozenset[str]:
+        """What the key fact ``fact`` says about the event a "when" question asks: its words the
+        question says (the gold's out); when those are only the speakers' names, the fact's own
+        words (the event is then the fact as a whole).
+
+        A real reader answers "When did John start his new job?" from a line saying John started
+        the job on that date, not from any line of that date naming John.
+        """
+        gold, names = fact_tokens(str(qa.answer)), fact_tokens(" ".join(self.conversation.speakers))
+        own = fact_tokens(undated(fact)) - gold
+        asked = own & fact_tokens(qa.question)
+        return asked if asked - names else own
 
     def answers(self, qa: QA, dia_id: str, fact: str, memory: str) -> bool:
         """Whether ``memory`` says what the question needs of its key fact ``fact`` (:meth:`needed`):
@@ -439,13 +573,19 @@ class World:
     def states(self, qa: QA, memory: str) -> bool:
         """Whether ``memory`` states the gold about what the question asks, whichever turn it came
         from (LoCoMo's evidence ids sometimes name the turn before the one that says it): every
-        word of the gold and at least two of the question's (all when it has fewer).
+        word of the gold and at least two of the question's (all when it has fewer); for a time,
+        the whole date and what a key fact says of the event asked (:meth:`event`).
 
         The reader answers from such a memory as a real one would.
         """
         gold, said = fact_tokens(str(qa.answer)), fact_tokens(memory)
+        if not gold or not gold <= said:
+            return False
+        keys = self.key_facts(qa)
+        if is_time(gold) and keys:  # the date and what the question asks happened on it
+            return any(self.event(qa, fact) <= said for _, fact in keys)
         asked = fact_tokens(qa.question) - gold
-        return bool(gold) and gold <= said and len(asked & said) >= min(2, len(asked))
+        return len(asked & said) >= min(2, len(asked))
 
     def relevant(self, qa: QA, memory: str) -> bool:
         """Whether ``memory`` answers for one of the question's key facts or states its gold (what a
@@ -460,47 +600,64 @@ class World:
                    repaired: bool = False, timed: bool = True) -> tuple[list[str], list[str], str | None]:
         """``(facts returned, oracle facts, fault)`` for the turn ``dia_id``.
 
+        The oracle keeps what the message states (:attr:`base`); the call writes the observation
+        sentences (:attr:`observed`), a model that summarises, and where they left out what the
+        oracle keeps the fault says ``omitted-by-observation`` (after a seeded fault, if any).
         ``existing`` (2.x, whose extraction sees the store's related memories): facts already held
         are not repeated. ``timed``: whether the message said when it was said; a model cannot
         resolve "last week" otherwise, and writes the facts undated.
         """
-        written = self.facts.get(dia_id, []) if timed else self.base.get(dia_id, [])
-        pairs = [(b, f) for b, f in zip(self.base.get(dia_id, []), written, strict=True)
-                 if not any(carries(m, f) for m in existing or [])]
-        oracle = [f for _, f in pairs]
-        if repaired or not oracle:
-            return list(oracle), oracle, None
+        stamp = self.stamps.get(dia_id, "") if timed else ""
+        held = existing or []
+        oracle = [f for f in (dated(b, stamp) for b in self.base.get(dia_id, []))
+                  if not any(carries(m, f) for m in held)]
+        written = self.observed if self.observed else self.base  # a World made without observations
+        pairs = [(b, dated(b, stamp)) for b in written.get(dia_id, [])]
+        pairs = [(b, f) for b, f in pairs if not any(carries(m, f) for m in held)]
+        facts, summarised_out = [f for _, f in pairs], None
+        if facts != oracle:
+            summarised_out = "omitted-by-observation"
+        if repaired or not facts:
+            return (list(oracle), oracle, None) if repaired else (facts, oracle, summarised_out)
+        fault = self._seeded_fault(dia_id, call_id, facts, pairs, stamp)
+        return facts, oracle, "; ".join(f for f in (fault, summarised_out) if f) or None
+
+    def _seeded_fault(self, dia_id: str, call_id: str, facts: list[str], pairs: list[tuple[str, str]],
+                      stamp: str) -> str | None:
+        """Apply the call's seeded fault, if any, to ``facts`` (in place: what the model writes, one
+        ``(undated, dated)`` pair per fact); the fault's description."""
+        clean = [f for _, f in pairs]
         r, rates = roll(self.seed, call_id), self.rates
-        index = int(roll(self.seed, call_id, "which") * len(oracle))
-        facts, base, stamp = list(oracle), pairs[index][0], self.stamps.get(dia_id, "") if timed else ""
+        index = int(roll(self.seed, call_id, "which") * len(clean))
+        base = pairs[index][0]
         # A fault damages the sentence and keeps its date (the date has its own fault below).
         if r < rates.omit:
             del facts[index]
-            return facts, oracle, f"omitted fact {index}"
+            return f"omitted fact {index}"
         if r < rates.omit + rates.lossy:
             changed = dated(lossy(base, self.seed, call_id), stamp)
             if changed != facts[index]:
                 facts[index] = changed
-                return facts, oracle, f"lossy fact {index}"
+                return f"lossy fact {index}"
         elif r < rates.omit + rates.lossy + rates.swap:
             changed = dated(swapped(base, self.conversation.speakers, self.seed, call_id), stamp)
             if changed != facts[index]:
                 facts[index] = changed
-                return facts, oracle, f"swapped fact {index}"
+                return f"swapped fact {index}"
         elif r < rates.omit + rates.lossy + rates.swap + rates.wrong_date and stamp:
             # Half drop the time (the sentence as LoCoMo wrote it); half resolve it against the
             # wrong day (a week early: the model read the wrong session's date).
             if roll(self.seed, call_id, "date") < 0.5:
                 facts[index] = base
-                return facts, oracle, f"dropped date {index}"
+                return f"dropped date {index}"
             turn = self.conversation.turn(dia_id)
             early = shift_day(turn.date, -7) if turn is not None else ""
             wrong = "; ".join(relative_times(turn.text, early)) if turn is not None else ""
             facts[index] = dated(base, wrong or early)
-            if facts[index] != oracle[index]:
-                return facts, oracle, f"wrong date {index}"
-            facts[index] = oracle[index]
-        return facts, oracle, None
+            if facts[index] != clean[index]:
+                return f"wrong date {index}"
+            facts[index] = clean[index]
+        return None
 
     # -- the update decision (1.x) -------------------------------------------------------------------
     def decision(self, existing: list[tuple[str, str]], facts: list[str], call_id: str, *,
@@ -578,6 +735,11 @@ class World:
         picked = others[int(roll(self.seed, call_id, "which") * len(others))] if others else None
         wrong = _first_words(unstamped(picked), 12) if picked else "I don't know."
         return wrong, oracle, "reader mistake"
+
+
+def is_time(gold: frozenset[str]) -> bool:
+    """Whether a gold (its fact tokens) is a time: a number or a month in it."""
+    return any(t.isdigit() or t in MONTH_NAMES for t in gold)
 
 
 NEIGHBOURS = 2
