@@ -189,6 +189,11 @@ def test_label_candidates_are_the_faults_that_lost_what_the_reader_answers_from(
     stating = "Caroline did research on adoption agencies (1 June 2023)."
     assert not carries(stating, key) and damages(world, what, deleted(stating))
     assert not damages(world, what, deleted("Melanie painted a lake at sunrise (8 May 2023)."))
+    # An extraction whose written fact still answers for what it lost damaged nothing of the question
+    # (a later repair's pass would be a cascade); one that wrote nothing answering did.
+    extract = {"call_id": "D2:9/extract", "kind": "extract", "fault": "lossy fact 0", "lost": [key]}
+    assert not damages(world, what, {**extract, "returned": [side]})
+    assert damages(world, what, {**extract, "returned": [key.replace("adoption agencies", "things")]})
     assert not damages(world, what, deleted(key.replace("Caroline", "Melanie")))
 
 

@@ -94,12 +94,26 @@ def damages(world: World, qa: QA, call: dict[str, Any]) -> bool:
 
     The label is the earliest single repair that passes; holding the sentence whole missed losses
     the reader needed: a merged memory whose copy of the key fact had another date but whose other
-    sentence said it, or a memory stating the gold that was not the key fact's turn.
+    sentence said it, or a memory stating the gold that was not the key fact's turn. An extraction
+    whose written facts still answer for what it lost (a lossy fact that kept the words asked; an
+    observation that kept what the question needs of the fuller fact) damaged nothing of ``qa``.
     """
-    keys = [fact for _, fact in world.key_facts(qa)]
+    keys = world.key_facts(qa)
     lost = [text for text in call.get("lost", []) if text]
-    return any(carries(text, key) for text in lost for key in keys) or any(world.relevant(qa, text)
-                                                                          for text in lost)
+    returned = (call.get("returned") or []) if call.get("kind") == "extract" else []
+    wrote = [t for t in returned if isinstance(t, str)]
+
+    def still_said(text: str) -> bool:
+        # What the extraction wrote answers for every key fact the lost fact did (or states the
+        # gold as it did): the question lost nothing here, and a repair that passes does so only
+        # through a cascade of later decisions (a fuller fact that a later wrong DELETE misses).
+        answered = [(d, key) for d, key in keys if carries(text, key) or world.answers(qa, d, key, text)]
+        if answered:
+            return all(any(world.answers(qa, d, key, w) for w in wrote) for d, key in answered)
+        return any(world.states(qa, w) for w in wrote)
+
+    return any((any(carries(text, key) for _, key in keys) or world.relevant(qa, text))
+               and not still_said(text) for text in lost)
 
 
 def also_passing(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -251,6 +265,7 @@ def _label(options: BuildOptions, world: World, conversation: str,
                "evidence": list(qa.evidence), "category": qa.category, "gold_stated": world.stated(qa),
                "spans": [final_relative], "seed": options.seed, "part": part,
                "repair": {"status": status, "tried": [c["call_id"] for c in tried],
+                          "faults": [c.get("fault") for c in tried],
                           "passing": [c["call_id"] for c in passing]}}
         rows.append(row)
         if earliest is not None:
