@@ -169,7 +169,8 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
     question asks (the date is kept as written; "we even had a picnic last week" may not be): the
     rest changes no label. A sentence counts
     when it says a missing gold word and a second gold word or a word of the question's topic, so
-    an unrelated sentence sharing one word with the gold (a caption's "woman") is not taken.
+    an unrelated sentence sharing one word with the gold (a caption's "woman") is not taken; a
+    question ("How long have you been married?") states nothing.
     """
     turns = {t.dia_id: t for session in conversation.sessions for t in session.turns}
     speakers = conversation.speakers
@@ -185,7 +186,8 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
                                        for f in facts.get(t, [])))
             # A "when" question's gold is a date the facts keep as written; what can be missing is
             # the event it asks about ("When did Caroline have a picnic?"): its topic words count.
-            missing = (gold | (topic if is_time(gold) else frozenset())) - kept
+            roots = {_root(t) for t in kept}
+            missing = {t for t in gold | (topic if is_time(gold) else frozenset()) if _root(t) not in roots}
             if not missing:
                 continue
             for _, turn_id in near:
@@ -194,6 +196,8 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
                     continue
                 chosen = []
                 for i, sentence in enumerate(sentences(turn.text)):
+                    if sentence.endswith("?"):  # a question states no fact
+                        continue
                     said = fact_tokens(sentence)
                     if said & missing and (len(said & gold) >= 2 or said & topic):
                         chosen.append(i)
@@ -216,6 +220,17 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
         else:
             out[turn_id][target] = f"{out[turn_id][target].rstrip().rstrip('.')}; {clause}."
     return out
+
+
+def _root(token: str) -> str:
+    """A fact token with a final "e" dropped: the observation's "hiking" (``hiking``) keeps the gold's
+    "hike" (``hike``), which :func:`memtrace_otel.text.fact_tokens` keeps apart.
+
+    >>> _root("hike"), _root("hik")
+    ('hik', 'hik')
+    """
+    token = stem(token)
+    return token[:-1] if token.endswith("e") and len(token) > 3 else token
 
 
 def around(dia_id: str) -> list[tuple[int, str]]:
