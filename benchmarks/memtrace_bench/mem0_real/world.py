@@ -165,9 +165,10 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
     LoCoMo's annotators summarise ("A friend made it for my 18th birthday ten years ago." has no
     observation saying "ten years"): nothing the base run writes can carry such a gold, and a real
     model's extraction that leaves out what the message states has made an extraction fault. Only
-    the gold words of some question are looked for, and for a time gold the words of the event the
-    question asks (the date is kept as written; "we even had a picnic last week" may not be): the
-    rest changes no label. A sentence counts
+    the gold words of some question are looked for, when the facts keep less than
+    :data:`GOLD_STATED` of them (else a reader answers from the facts and the judge passes), and
+    for a time gold the words of the event the question asks (the date is kept as written; "we
+    even had a picnic last week" may not be): the rest changes no label. A sentence counts
     when it says a missing gold word and a second gold word or a word of the question's topic, so
     an unrelated sentence sharing one word with the gold (a caption's "woman") is not taken; a
     question ("How long have you been married?") states nothing.
@@ -187,7 +188,11 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
             # A "when" question's gold is a date the facts keep as written; what can be missing is
             # the event it asks about ("When did Caroline have a picnic?"): its topic words count.
             roots = {_root(t) for t in kept}
-            missing = {t for t in gold | (topic if is_time(gold) else frozenset()) if _root(t) not in roots}
+            missing = {t for t in gold if _root(t) not in roots}
+            if len(gold) - len(missing) >= GOLD_STATED * len(gold):
+                missing = set()  # the facts state the gold: a reader answers from them, the judge passes
+            if is_time(gold):
+                missing |= {t for t in topic if _root(t) not in roots}
             if not missing:
                 continue
             for _, turn_id in near:
