@@ -219,6 +219,13 @@ def test_the_oracle_extraction_keeps_what_the_message_states_that_the_observatio
     # A sentence sharing one gold word and nothing of the question is not taken (a caption's "woman"
     # for "What is Caroline's identity?"); turns whose observation keeps the gold are unchanged.
     assert world.base["D1:5"] == world.observed["D1:5"] and world.base["D1:3"] == world.observed["D1:3"]
+    # The workshop's observation keeps all but "best" of "therapeutic methods and how to best work with
+    # trans people" (with its neighbours): a reader answers from it, so the oracle adds nothing.
+    assert world.base["D4:13"] == world.observed["D4:13"]
+    # "When did Caroline have a picnic?": the date is kept, the event is not; the oracle keeps it.
+    picnic = next(q for q in world.questions() if q.question == "When did Caroline have a picnic?")
+    (_, key), = world.key_facts(picnic)
+    assert "picnic" not in world.observed["D6:11"][0] and "had a picnic last week" in key
     assert statement("Mel", "Caro", "You're doing great, I ran a race!") == (
         "Mel said that Caro is doing great, Mel ran a race.")
     assert sentences("Wow! [shares a photo of a cake] Yum.") == ["Wow!", "[shares a photo of a cake]", "Yum."]
