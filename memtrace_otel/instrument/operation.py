@@ -77,6 +77,7 @@ _EMPTY_BLAKE2B = _blake2b(digest_size=8)
 """Copied for each content hash (as ``wire.content_hash`` does): cheaper than a new ``blake2b``."""
 _new_operation = object.__new__
 _OTHER = VariableKind.OTHER
+_INVALID_SPAN, _INTERNAL = trace.INVALID_SPAN, SpanKind.INTERNAL
 _CONTENT_TYPES = (str, type(None))
 _EVALUATION_TEXT_KEYS = (MemTrace.EVALUATION_QUESTION, MemTrace.EVALUATION_PREDICTION,
                          MemTrace.EVALUATION_GOLD, MemTrace.EVALUATION_EXPLANATION)
@@ -109,6 +110,12 @@ def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) 
     operation._start = start
     operation.inputs = []
     operation.outputs = []
+    # What every operation reads before it could have changed (see the class's note on its state).
+    operation.span = _INVALID_SPAN
+    operation._kind = _INTERNAL
+    operation.gen_ai_operation = None
+    operation._finished = operation._deleted = False
+    operation._linked = operation._steps = operation._closing = None
     return operation
 
 
@@ -144,32 +151,35 @@ class Operation:
 
     _usage: tuple[int | None, int | None] = (None, None)
     """Tokens of the LLM calls recorded so far (set on first call)."""
-    # Defaults of the per-operation state, set on the instance only when it changes: every traced
-    # operation constructs one of these, and half a dozen assignments fewer is measurable there.
-    span: Span = trace.INVALID_SPAN
-    _context: SpanContext | None = None
-    """The span's context once started: what every write and link names (read once)."""
-    _steps: list[str] | None = None
-    _linked: set[int] | None = None
+    # The per-operation state. CPython 3.11 reads an attribute fast (a specialised LOAD_ATTR) only when the
+    # instance holds it: a class default the instance has not set, or one whose value is of a mutable type
+    # (a span, an enum member), makes every read and write of that name take the generic lookup, about
+    # 150 machine instructions each. So what every operation reads (its span, kind, GenAI operation and the
+    # flags its end tests) is set on the instance when it is made (__init__, _plain); the defaults below are
+    # of what only some operations read, and are set on the instance when they change.
+    span: Span
+    _kind: SpanKind
+    gen_ai_operation: GenAIOperation | str | None
+    _finished: bool
+    _steps: list[str] | None
+    _linked: set[int] | None
     """Span ids of the producers linked so far: one link per producer span (the first variable
     read from it names it; ``memtrace.inputs`` lists every one), so a batch of records one span
     wrote costs one link, and the SDK's link limit counts distinct writers. Made at the first link."""
-    _deleted = False
+    _deleted: bool
     """A tombstone was written (``memtrace.deleted`` is then listed at the end)."""
-    _records_recorded = False
-    """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
-    _recording = False
-    _finished = False
-    _token: object | None = None
-    _op_token: contextvars.Token[Operation | None] | None = None
-    # The defaults of a plain operation (``MemoryTracer.operation(name, category)``, made by :func:`_plain`).
-    gen_ai_operation: GenAIOperation | str | None = None
-    _named = False
-    _kind = SpanKind.INTERNAL
-    _closing: dict[str, AttributeValue] | None = None
+    _closing: dict[str, AttributeValue] | None
     """Attributes known only when the operation ends, set with the lineage's in one call to the span
     (:meth:`_flush_lineage`) rather than in a call of their own (mem0's ``add``: its record count and
     outcome)."""
+    _context: SpanContext | None = None
+    """The span's context once started: what every write and link names (read once)."""
+    _records_recorded = False
+    """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
+    _recording = False
+    _token: object | None = None
+    _op_token: contextvars.Token[Operation | None] | None = None
+    _named = False
 
     def __init__(
         self,
@@ -194,6 +204,9 @@ class Operation:
         self._start = attributes
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
+        self.span = _INVALID_SPAN
+        self._finished = self._deleted = False
+        self._linked = self._steps = self._closing = None
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
@@ -639,7 +652,7 @@ class Operation:
                     attributes[MemTrace.CONTENT_REF] = owner.content_ref
         if self._steps:
             attributes[MemTrace.STEP_NAMES] = self._steps
-        if capture and not self._records_recorded and self.gen_ai_operation in _STORING_OPERATIONS:
+        if capture and self.gen_ai_operation in _STORING_OPERATIONS and not self._records_recorded:
             stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
             if stored:
                 attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
