@@ -524,8 +524,11 @@ class Operation:
 
     # -- internals ---------------------------------------------------------
     def _begin(self, start_time: int | None) -> Span:
-        span = self.span = self._owner._tracer.start_span(self._span_name, kind=self._kind,
-                                                          attributes=self._start, start_time=start_time)
+        # Tracer.start_span(name, context, kind, attributes, links, start_time), its arguments given by
+        # position: CPython 3.11 specialises a call with positional arguments only (keywords take the
+        # generic path, matching each name).
+        span = self.span = self._owner._tracer.start_span(self._span_name, None, self._kind, self._start, (),
+                                                          start_time)
         if span.is_recording():
             self._recording = True
             self._context = span.get_span_context()
