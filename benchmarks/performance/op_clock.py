@@ -6,8 +6,9 @@ jobs keep busy, every round pays for some of those jobs (their cache footprint, 
 its ratios move by +-0.03 from run to run. Here each process times many short blocks instead (``--calls``
 calls each, a few milliseconds) on the calling thread's CPU clock, and keeps per process the blocks'
 minimum and 10th percentile beside their median: the fastest blocks are the ones no other job disturbed,
-which is what the code costs. (The VM exposes no hardware counters: ``perf stat -e cycles:u`` reports
-"not supported"; instructions per call, unmoved by load, are ``op_instructions.py``'s.)
+which is what the code costs. Interleaved (below), it also keeps the median of the paired ratios: a form's
+block over the floor's block of the same round. (The VM exposes no hardware counters: ``perf stat -e
+cycles:u`` reports "not supported"; instructions per call, unmoved by load, are ``op_instructions.py``'s.)
 
 Layouts: ``apart`` (the default) runs each role in fresh processes of its own, the roles alternating, as
 ``op_overhead.py --apart`` does; ``interleaved`` runs every role in one process, one block of each in turn
@@ -40,6 +41,9 @@ import op_overhead  # this directory, put on the path above
 
 ROLES = ("traced", "one-shot", "floor")
 STATISTICS = ("min", "p10", "median")
+PAIRED = "paired"
+"""``interleaved`` only: the median over the rounds of a form's block over the floor's block of the same round
+(the two a few milliseconds apart, under the same load), per process."""
 _CLOCKS: dict[str, Callable[[], int]] = {"thread": time.thread_time_ns, "wall": time.perf_counter_ns}
 
 
@@ -107,6 +111,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, object]]:
     results: dict[str, dict[str, object]] = {}
     for capture in ("off", "on"):
         per_process: dict[str, list[dict[str, float]]] = {role: [] for role in ROLES}
+        paired: dict[str, list[float]] = {"traced": [], "one-shot": []}
         for p in range(args.processes):
             order = [ROLES[(p + k) % len(ROLES)] for k in range(len(ROLES))]
             if args.layout == "interleaved":
@@ -116,6 +121,10 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, object]]:
             for times in runs:
                 for role, values in times.items():
                     per_process[role].append({s: _statistic(s, values) for s in STATISTICS})
+                if args.layout == "interleaved":
+                    for form in ("traced", "one-shot"):
+                        paired[form].append(statistics.median(
+                            t / f for t, f in zip(times[form], times["floor"], strict=True)))
         mode: dict[str, object] = {}
         for s in STATISTICS:
             figures = {role: statistics.median(v[s] for v in per_process[role]) for role in ROLES}
@@ -125,6 +134,9 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, object]]:
                 entry[f"{form}_pairs"] = [round(t[s] / f[s], 4) for t, f in
                                           zip(per_process[form], per_process["floor"], strict=True)]
             mode[s] = entry
+        if args.layout == "interleaved":
+            mode[PAIRED] = {**{f"{form}_over_floor": statistics.median(paired[form]) for form in paired},
+                            **{f"{form}_pairs": [round(r, 4) for r in paired[form]] for form in paired}}
         results[f"content_{capture}"] = mode
     return results
 
@@ -156,6 +168,10 @@ def main() -> None:
     for name, mode in results.items():
         for s, entry in mode.items():  # type: ignore[union-attr]
             e: dict[str, object] = entry  # type: ignore[assignment]
+            if s == PAIRED:
+                print(f"{name:12} {s:6} traced / floor {e['traced_over_floor']:.3f}x {e['traced_pairs']}  "
+                      f"one-shot / floor {e['one-shot_over_floor']:.3f}x {e['one-shot_pairs']}")
+                continue
             print(f"{name:12} {s:6} traced {e['traced_us']:6.2f} us  one-shot {e['one-shot_us']:6.2f} us  "
                   f"floor {e['floor_us']:6.2f} us  traced / floor {e['traced_over_floor']:.3f}x "
                   f"{e['traced_pairs']}  one-shot / floor {e['one-shot_over_floor']:.3f}x "
