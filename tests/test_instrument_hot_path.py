@@ -1,11 +1,13 @@
-"""The traced operation's hot path (issue 28, item 2): the in-process content store queues its writes
-without a lock, keeps what spans do not carry, and each version's descriptor is made once."""
+"""The traced operation's hot path (issue 28, item 2): the in-process content store keeps what spans do
+not carry, each version's descriptor is made once, an operation holds on its instance what every operation
+reads, and the locks every operation takes are released when a call fails."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -184,3 +186,49 @@ def test_a_read_links_each_producer_once_and_never_the_parent() -> None:
     assert spans["reader"].parent.span_id == spans["parent"].context.span_id
     assert list(spans["reader"].attributes[MemTrace.INPUTS]) == [
         "mem:parent@1", "msg:1@1", "msg:2@1", "mem:sibling@1", "msg:1@1", "mem:sibling@1"]
+
+
+_READ_AT_EVERY_OPERATION = {"span", "_kind", "gen_ai_operation", "_finished", "_deleted", "_linked", "_steps",
+                            "_closing"}
+"""What an operation's start and end read whatever it did: CPython 3.11 specialises ``self.x`` only when the
+instance holds ``x`` (and the class has no ``x`` of a mutable type), else every read takes the generic
+lookup."""
+
+
+def test_an_operation_holds_on_its_instance_what_every_operation_reads() -> None:
+    from memtrace_otel.instrument.operation import Operation, _like
+
+    mt = MemoryTracer(TracerProvider(), capture_content=False)
+    plain = mt.operation("extract", Category.EXTRACTION)  # made by _plain
+    full = mt.operation("search", Category.RETRIEVAL, gen_ai_operation="search_memory")  # by __init__
+    for operation in (plain, full, _like(full)):
+        assert vars(operation).keys() >= _READ_AT_EVERY_OPERATION
+        with operation:
+            pass
+        assert operation._finished
+    # No class default of a mutable type under those names (it would keep them from specialising).
+    for name in _READ_AT_EVERY_OPERATION:
+        assert name not in vars(Operation) or type(vars(Operation)[name]) in (bool, type(None))
+
+
+def test_the_registry_and_the_store_release_their_lock_when_a_call_fails() -> None:
+    # acquire/release in try/finally (not ``with``) on the calls every operation makes: a failing call
+    # leaves the lock free for the next one.
+    store = InProcessContents(4)
+    with pytest.raises(TypeError):
+        store.put_version("mem:1", "one", "text")  # type: ignore[arg-type]  # the array refuses it
+    assert not store._lock.locked()
+    store.put_version("mem:1", 1, "text")
+    assert store.get("mem:1@1") == "text"
+    registry = MemoryTracer(TracerProvider(), capture_content=False).registry
+    evicted = registry._evicted
+    registry._evicted = None  # type: ignore[assignment]  # next_version and resolve then fail
+    registry._any_evicted = True
+    with pytest.raises(TypeError):
+        registry.next_version("mem:1", VariableKind.MEMORY_UNIT, "x", None)
+    with pytest.raises(TypeError):
+        registry.resolve("q", 0, VariableKind.QUERY, "why?")
+    assert not registry._lock.locked()
+    registry._evicted = evicted
+    assert registry.next_version("mem:1", VariableKind.MEMORY_UNIT, "x", None).id == "mem:1@1"
+    assert registry.resolve("q", 0, VariableKind.QUERY, "why?")[0].id == "q@1"
