@@ -612,6 +612,31 @@ def test_a_paraphrase_keeping_only_a_common_name_of_the_gold_does_not_carry_it(
     assert carries._paraphrases(unit["mem:D9"]) and not carries._paraphrases(unit["mem:D10"])
 
 
+def test_a_paraphrase_that_lost_a_name_of_the_gold_the_message_said_does_not_carry_it(
+        tracer_provider, span_exporter):
+    """A lossy fact keeps most of the gold but drops the name the message said ('a small town' for 'a
+    small Midwestern town'): close in meaning (here every statement is, by a stub embedding) and half the
+    gold, it is still no paraphrase of the fact, since no other words say a name. The fact that keeps the
+    name carries it, and so does one rewording the rest around the name."""
+    import numpy as np
+
+    question = "What project is Joanna working on in her notebook?"
+    gold = "A suspenseful thriller set in a small Midwestern town"
+    messages = {f"D{i}": f"[{i} May 2022] Joanna: Writing in my notebook again today, part {i}."
+                for i in range(1, 5)}
+    messages["D5"] = ("[9 November 2022] Joanna: Hey Nate, I'm working on a new project - a suspenseful "
+                      "thriller set in a small Midwestern town.")
+    units = {"D1": "Joanna is working on a new project - a suspenseful thriller set in a small town.",
+             "D2": "Joanna is working on a project - a suspenseful thriller set in a small Midwestern town.",
+             "D3": "Joanna is writing a thriller full of suspense about a Midwestern town."}
+    _history(tracer_provider, messages, units, question, gold, "D5")
+    carries, G = _carrying_of(span_exporter, question, gold, "D5",
+                              semantic=lambda texts: np.ones((len(texts), 1)))
+    unit = {G.nodes[n].get("name"): n for n in G if G.nodes[n].get("name", "").startswith("mem:")}
+    assert not carries._paraphrases(unit["mem:D1"])
+    assert carries._paraphrases(unit["mem:D2"]) and carries._paraphrases(unit["mem:D3"])
+
+
 def test_a_statement_of_someone_else_does_not_answer_for_the_speaker_a_record_names(
         tracer_provider, span_exporter):
     """The message names its speaker only in its record: 'Tim feels great reading' holds the gold and every

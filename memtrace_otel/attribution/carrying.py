@@ -24,6 +24,7 @@ from memtrace_otel.attribution.anchored import anchor_day, dated_episode
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import (
     Information,
+    salient,
     split_header,
     split_lines,
     tokenize,
@@ -104,6 +105,7 @@ class Carrying:
         self._memo: dict[str, bool] = {}
         self._anchor: frozenset[str] | bool | None = False  # False: not computed yet
         self._asked_month: frozenset[str] | None = None
+        self._salient: frozenset[str] | None = None
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -385,7 +387,8 @@ class Carrying:
         are abstractive, so word shares miss real carriers: a statement whose
         embedding is close to the evidence sentence's (message -> fact paraphrase)
         carries it when it keeps the answer's exact tokens (numbers, the speaker
-        asked about) and at least half of the gold's words the evidence holds.
+        asked about), the gold's names, numbers and months the message said, and at
+        least half of the gold's words the evidence holds.
         A lossy or swapped fact (a number changed, the key detail dropped) stays
         close in meaning and is still not a carrier, and so is a statement quoted
         word for word from another message (a reply on the same topic).
@@ -397,8 +400,13 @@ class Carrying:
         # about the same subject, not the same fact.
         rare = {t: w * index.idf(t) for t, w in info.gold.items()}
         total = math.fsum(rare.values())
+        # A paraphrase says the fact's words in other words, but not its names, numbers or months: a
+        # statement without one the message said ("a small town" for "a small Midwestern town") is a
+        # lossy fact, however close in meaning.
+        named = self._named()
         pieces = [text for text, tokens in index.pieces(variable)
                   if len(tokens - info.exact) >= _PARAPHRASE_MIN_WORDS
+                  and named <= tokens
                   and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)
                   and (not rare or weighted_share(rare, tokens, total) >= _PARAPHRASE_GOLD_SHARE)
                   and not index.quoted_message(text) - {self.evidence}]
@@ -406,6 +414,12 @@ class Carrying:
             return False
         vectors = embed([info.text, *pieces])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _named(self) -> frozenset[str]:
+        """The gold's names, numbers and months the evidence message said (:func:`.presence.salient`)."""
+        if self._salient is None:
+            self._salient = salient(self.info, self.case.index.message_text(self.evidence))
+        return self._salient
 
     def _references_carrier(self, variable: str) -> bool:
         """Whether ``variable`` lists the id of a stored record that carries the information when it

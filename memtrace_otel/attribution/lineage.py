@@ -17,9 +17,10 @@ off the graph without a model:
    as a date, relative times resolved against it). A variable carries the
    information when its words do, or when one of its statements paraphrases
    the evidence sentence (offline embeddings) and keeps the answer's exact
-   tokens and half the gold's words, or says the whole gold and all the
-   question asks by that the evidence sentence holds (the person asked about
-   at least; not for a date gold), or -- an abstractive gold, none of its
+   tokens, the gold's names, numbers and months the message said (no
+   paraphrase rewords a name) and half the gold's words, or says the whole
+   gold and all the question asks by that the evidence sentence holds (the
+   person asked about at least; not for a date gold), or -- an abstractive gold, none of its
    words in the message -- was written from the message and restates part of
    it (:mod:`.carrying`).
 3. **Read side** (the question's retrievals, reranks and generation: those on
@@ -142,14 +143,19 @@ from memtrace_otel.attribution.base import (
 from memtrace_otel.attribution.carrying import Carrying, LineageCase, truncated
 from memtrace_otel.attribution.evidence import evidence_path, find_evidence, without_prediction
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex, graph_index
-from memtrace_otel.attribution.presence import Information, critical_information, tokenize, weighted_share
+from memtrace_otel.attribution.presence import (
+    Information,
+    critical_information,
+    salient,
+    tokenize,
+    weighted_share,
+)
 from memtrace_otel.attribution.ranking import embedder
 from memtrace_otel.attribution.structural import Suspect, structural_suspects
 from memtrace_otel.attribution.survival import (
     Fate,
     held_already,
     keeps,
-    salient,
     statement_fate,
     statement_loss,
     stating_gold,

@@ -43,6 +43,7 @@ __all__ = [
     "Information",
     "critical_information",
     "gold_window",
+    "salient",
     "split_header",
     "split_lines",
     "tokenize",
@@ -455,11 +456,37 @@ def _critical_sentence(
 def _gold_information(gold: str | None, asked: frozenset[str]) -> Information:
     if not gold:
         return Information(source="none")
-    salient = _salient(gold)
+    names = _salient(gold)
     weights = {
-        t: (_SALIENT_WEIGHT if t in salient else _WORD_WEIGHT)
+        t: (_SALIENT_WEIGHT if t in names else _WORD_WEIGHT)
         for t in tokenize(gold)
         if t not in asked
     }
     exact = frozenset(t for t in weights if t.isdigit())
     return Information(gold=weights, exact=exact, source="gold", specific=bool(weights))
+
+
+def salient(info: Information, message: str | None = None) -> frozenset[str]:
+    """The gold's names, numbers and months the evidence said: the tokens
+    :func:`.presence.critical_information` weighs above a plain word's 1.
+
+    A gold's first word is capitalised as any sentence's is ("Raise money for a dog
+    shelter", "Winning a championship"): with the evidence ``message``, a word is a name
+    only if the message capitalises it where a sentence does not start ("to raise money"
+    and "Winning a championship is my goal." name nothing); numbers and months stay.
+
+    >>> info = Information(gold={"raise": 2.0, "money": 1.0, "max": 2.0, "2022": 2.0})
+    >>> sorted(salient(info)), sorted(salient(info, "We raise money for Max since 2022."))
+    (['2022', 'max', 'raise'], ['2022', 'max'])
+    >>> sorted(salient(info, "Raise money? Max said so in 2022."))
+    ['2022']
+    """
+    found = frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
+    if not message or not found:
+        return found
+    named = frozenset().union(*(tokenize(m.group(1)) for m in _INNER_CAPITAL.finditer(message)))
+    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t in named)
+
+
+_INNER_CAPITAL = re.compile(r"(?<![.!?\n])(?<![.!?]\s)(?<![.!?]\s\s)(?<=\s)([A-Z][\w'-]*)")
+"""A capitalised word inside a sentence (after a space that follows no sentence end): a name."""

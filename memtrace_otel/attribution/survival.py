@@ -18,7 +18,6 @@ as the question was asked, the information was in memory
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
@@ -34,7 +33,6 @@ __all__ = [
     "Fate",
     "held_already",
     "keeps",
-    "salient",
     "statement_fate",
     "statement_loss",
     "stating_gold",
@@ -390,32 +388,6 @@ def keeps(index: GraphIndex, variable: str, statement: frozenset[str], info: Inf
         return False
     total = math.fsum(index.idf(t) for t in statement)
     return bool(total) and math.fsum(index.idf(t) for t in statement & tokens) / total >= _KEPT_SHARE
-
-
-def salient(info: Information, message: str | None = None) -> frozenset[str]:
-    """The gold's names, numbers and months the evidence said: the tokens
-    :func:`.presence.critical_information` weighs above a plain word's 1.
-
-    A gold's first word is capitalised as any sentence's is ("Raise money for a dog
-    shelter", "Winning a championship"): with the evidence ``message``, a word is a name
-    only if the message capitalises it where a sentence does not start ("to raise money"
-    and "Winning a championship is my goal." name nothing); numbers and months stay.
-
-    >>> info = Information(gold={"raise": 2.0, "money": 1.0, "max": 2.0, "2022": 2.0})
-    >>> sorted(salient(info)), sorted(salient(info, "We raise money for Max since 2022."))
-    (['2022', 'max', 'raise'], ['2022', 'max'])
-    >>> sorted(salient(info, "Raise money? Max said so in 2022."))
-    ['2022']
-    """
-    found = frozenset(t for t, w in info.gold.items() if w > _WORD_WEIGHT)
-    if not message or not found:
-        return found
-    named = frozenset().union(*(tokenize(m.group(1)) for m in _INNER_CAPITAL.finditer(message)))
-    return frozenset(t for t in found if t.isdigit() or t in MONTH_NAMES or t in named)
-
-
-_INNER_CAPITAL = re.compile(r"(?<![.!?\n])(?<![.!?]\s)(?<![.!?]\s\s)(?<=\s)([A-Z][\w'-]*)")
-"""A capitalised word inside a sentence (after a space that follows no sentence end): a name."""
 
 
 def _weights(index: GraphIndex, tokens: frozenset[str]) -> dict[str, float]:
