@@ -26,8 +26,9 @@ graph in a ``ThreadPoolExecutor``; the LLM and embedder HTTP requests, their JSO
 sqlite work), the batch processor's worker, garbage collection wherever it runs. Not counted: the
 kernel's work (system calls, the loopback sockets) and the server's. Callgrind runs the child's threads
 one at a time, so the count does not depend on how they interleave; the same seeds (``PYTHONHASHSEED=0``
-in the child, the server's replies a function of the request text) and the same calls in every arm make
-the store's state the same before each call: ``--repeat 2`` runs every arm twice to show how far the
+in the child, mem0's record ids and the SDK's trace and span ids drawn from seeded generators, the
+server's replies a function of the request text) and the same calls in every arm make the store's state
+the same before each call: ``--repeat 2`` runs every arm twice to show how far the
 count moves between two runs of one arm. It counts no cache misses or mispredictions, which time also
 pays: use it to compare instrumentations and versions of one code, beside the timings.
 
@@ -35,10 +36,11 @@ pays: use it to compare instrumentations and versions of one code, beside the ti
         [--repeat 2] [--variants V,...] [--before DIR] [--keep DIR] [--json]           # needs valgrind
 
 ``--variants`` adds memtrace arms with one of ``mem0_record_less.py``'s variants applied each (what a
-part of memtrace's work costs, in instructions; ``a+b`` applies two at once); ``--before DIR`` a memtrace
-arm importing another checkout; ``--arms`` leaves out arms (``bare`` always runs); ``--keep DIR`` keeps
-callgrind's per-phase files (``<arm>.<pid>.2`` the adds, ``.3`` the searches) for
-``callgrind_annotate --inclusive=yes``.
+part of memtrace's work costs, in instructions; ``a+b`` applies two at once; ``no-processor``, this
+script's own, leaves the batch processor out: what queuing and exporting the spans costs);
+``--before DIR`` a memtrace arm importing another checkout; ``--arms`` leaves out arms (``bare`` always
+runs); ``--keep DIR`` keeps callgrind's per-phase files (``<arm>.<pid>.2`` the adds, ``.3`` the
+searches) for ``callgrind_annotate --inclusive=yes``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def _child(args: argparse.Namespace) -> int:
 
     os.environ["MEM0_TELEMETRY"] = "False"
     sys.path[:0] = [args.checkout, str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "mem0")]
+    if args.seeded:
+        _seed()
     from mem0_app import config
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -81,9 +85,11 @@ def _child(args: argparse.Namespace) -> int:
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
+    variants = [v for v in (args.variant or "").split("+") if v]
     provider = TracerProvider()
-    # An hour's timer: the worker exports when a phase ends (force_flush), never when the clock says.
-    provider.add_span_processor(BatchSpanProcessor(Discard(), schedule_delay_millis=3_600_000))
+    if "no-processor" not in variants:  # the pseudo-variant: spans made, never queued nor exported
+        # An hour's timer: the worker exports when a phase ends (force_flush), never when the clock says.
+        provider.add_span_processor(BatchSpanProcessor(Discard(), schedule_delay_millis=3_600_000))
     instrumentor: Any = None
     recorder: Any = None
     if args.arm in ("memtrace", "capture"):
@@ -95,10 +101,12 @@ def _child(args: argparse.Namespace) -> int:
 
             recorder = mem0_floor.Capture()
             provider.add_span_processor(recorder)
-        if args.variant:
+        if variants:
             import mem0_record_less
 
-            for name in args.variant.split("+"):  # several variants at once: a+b
+            for name in variants:  # several variants at once: a+b
+                if name == "no-processor":
+                    continue
                 if name not in mem0_record_less.VARIANTS:
                     raise SystemExit(f"mem0_instructions: unknown variant {name!r}; known: "
                                      f"{', '.join(mem0_record_less.VARIANTS)}")
@@ -157,6 +165,17 @@ def _child(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed() -> None:
+    """The same record ids (mem0's ``uuid.uuid4()``) and trace and span ids (the SDK's ``random``) in every
+    run of every arm: the store's dictionaries then hold the same keys, in the same slots, call by call."""
+    import random
+    import uuid
+
+    random.seed(0)
+    ids = random.Random(1)
+    uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)
+
+
 # ----------------------------------------------------------------------------------------- the server
 
 def _llm(generation: int) -> Any:
@@ -190,7 +209,8 @@ def _command(arm: str, mem0: str, server: str, options: argparse.Namespace, chec
         raise SystemExit(f"mem0_instructions: no venv for the {arm} arm of mem0ai {mem0}: {python} missing")
     command = [str(python), str(Path(__file__).resolve()), "--child", "--arm",
                "bare" if arm == "bare-peers" else arm, "--server", server, "--calls", str(options.calls),
-               "--warmup", str(options.warmup), "--top-k", str(options.top_k), "--checkout", checkout]
+               "--warmup", str(options.warmup), "--top-k", str(options.top_k), "--checkout", checkout,
+               "--seeded"]
     for flag, value in (("--variant", variant), ("--payload", payload), ("--capture", capture)):
         if value:
             command += [flag, value]
@@ -307,6 +327,7 @@ def main() -> int:
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--payload", help=argparse.SUPPRESS)
     parser.add_argument("--capture", help=argparse.SUPPRESS)
+    parser.add_argument("--seeded", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return _child(args)

@@ -211,6 +211,12 @@ def _generic_add() -> list[Patch]:
     return [(methods.AddSpec, "_operation", lifecycle.MethodSpec._operation), (methods.AddSpec, "end", end)]
 
 
+def _generic_search() -> list[Patch]:
+    """The ``search`` span as before the seventh pass: its operation made by ``MemoryTracer.operation`` each
+    time (for a paired before/after: the variant is the code before, drops nothing)."""
+    return [(methods.SearchSpec, "_operation", lifecycle.MethodSpec._operation)]
+
+
 class _SameContext:
     """``contextvars.copy_context()`` that copies nothing: mem0's workers run in their own context."""
 
@@ -271,6 +277,8 @@ VARIANTS: dict[str, tuple[Callable[[], list[Patch]], str]] = {
                                     "operation, store, provider, server)"),
     "generic-add": (_generic_add, "the add span made as before session 38's lean path (for a paired "
                                   "before/after: the variant is the code before, drops nothing)"),
+    "generic-search": (_generic_search, "the search span made by MemoryTracer.operation each time (the code "
+                                        "before the seventh pass; drops nothing)"),
     "no-scoped-writes": (_no_scoped_writes, "no write stage and no _create_memory call of its own (what "
                                             "no-context and no-scope also leave out)"),
     "no-context": (_no_context, "no context copied into mem0's workers (and no-scoped-writes)"),

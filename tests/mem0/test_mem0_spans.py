@@ -647,3 +647,59 @@ def test_the_add_span_from_its_template_is_the_generic_one(no_content_env: None,
         close = getattr(memory, "close", None)
         if callable(close):
             close()
+
+
+def test_the_search_span_from_its_template_is_the_generic_one(no_content_env: None, instrumented: Any,
+                                                               llm_server: Any, tmp_path: Any,
+                                                               span_exporter: InMemorySpanExporter) -> None:
+    # SearchSpec starts each search from a template per (tracer, GenAI operation, record id, store, server),
+    # as AddSpec does; mem0_record_less.py's generic-search is the code before. Two stores, two scopes and
+    # both of each twice: a template shared across stores would name the wrong one.
+    import os
+    import sys
+
+    from mem0 import Memory
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
+    import mem0_record_less as record_less
+
+    memories = []
+    for collection in ("alpha", "beta"):
+        settings = config(llm_server.base_url, str(tmp_path / collection))
+        settings["vector_store"]["config"]["collection_name"] = collection
+        memory = Memory.from_config(settings)
+        for user in (USER, "bob"):
+            llm_server.enqueue(*add_replies([f"{user} moved to {collection}"]))
+            memory.add(f"I moved to {collection}.", user_id=user)
+        memories.append(memory)
+
+    def search_span(memory: Any, user: str, generic: bool) -> Any:
+        span_exporter.clear()
+        undo = record_less._apply(record_less.VARIANTS["generic-search"][0]() if generic else [])
+        try:
+            memory.search("Where did the user move?", **scope(user_id=user))
+        finally:
+            record_less._apply(list(reversed(undo)))
+        (search,) = spans_by_name(span_exporter)["mem0.search"]
+        return search
+
+    def shape(span: Any) -> tuple[Any, ...]:
+        attributes = dict(span.attributes)
+        # The context a search writes is one version further each time: its id's version differs.
+        versioned = {k: [v.rsplit("@", 1)[0] for v in attributes.pop(k, ())]
+                     for k in (MemTrace.OUTPUTS, MemTrace.VARIABLES)}
+        links = [(link.context, dict(link.attributes or {})) for link in span.links]
+        return (span.name, span.kind, list(span.attributes), attributes, versioned, links,
+                [e.name for e in span.events], span.status.status_code)
+
+    for memory in memories * 2:  # the second time round, from the templates made the first
+        for user in (USER, "bob"):
+            lean, generic = search_span(memory, user, False), search_span(memory, user, True)
+            assert shape(lean) == shape(generic)
+            assert lean.attributes[GenAI.MEMORY_STORE_ID] == memory.config.vector_store.config.collection_name
+            assert lean.attributes[GenAI.OPERATION_NAME] == "search_memory"
+            assert lean.links  # the record its add wrote, linked
+    for memory in memories:
+        close = getattr(memory, "close", None)
+        if callable(close):
+            close()

@@ -79,28 +79,21 @@ def read_all(op: Operation, variables: Iterable[Variable]) -> None:
         op.read(variable)
 
 
-class AddSpec(MethodSpec):
-    """``add``: the messages become message variables; the pipeline's stages are its children."""
-
-    role = Role.ADD
+class _Templated(MethodSpec):
+    """A method whose span's start attributes depend only on its memory's store and server and on the GenAI
+    operation (and record id) its arguments give: each call starts from a template made once per such key
+    (``operation._like``: a fresh operation sharing the template's start-attribute dictionary, which the
+    SDK copies at span start), instead of ``MemoryTracer.operation`` building and checking them again."""
 
     def __init__(self, name: str, category: Category) -> None:
         super().__init__(name, category)
         self._made: dict[tuple[Any, ...], Operation] = {}
-        """(tracer, GenAI operation, store, server address, port) -> an operation made by the generic
-        path: the ``add`` span's start attributes depend on nothing else (no record id), so each
-        ``add`` starts from its template (``operation._like``) instead of building them again."""
-
-    def gen_ai_operation(self, arguments: Arguments) -> GenAIOperation:
-        infer = arguments.get("infer", True)
-        return GenAIOperation.UPSERT_MEMORY if infer else GenAIOperation.CREATE_MEMORY
-
-    def record_id(self, arguments: Arguments) -> None:
-        return None
+        """(tracer, GenAI operation, record id, store, server address, port) -> an operation made by the
+        generic path, the template of every later call with the same key."""
 
     def _operation(self, tracer: MemoryTracer, memory: Any, gen_ai: GenAIOperation | None,
                    arguments: Arguments) -> Operation:
-        key = (tracer, gen_ai, *store_and_server(memory))
+        key = (tracer, gen_ai, self.record_id(arguments) if gen_ai else None, *store_and_server(memory))
         template = self._made.get(key)
         if template is None:
             template = super()._operation(tracer, memory, gen_ai, arguments)
@@ -108,6 +101,19 @@ class AddSpec(MethodSpec):
                 self._made.clear()
             self._made[key] = template
         return _like(template)
+
+
+class AddSpec(_Templated):
+    """``add``: the messages become message variables; the pipeline's stages are its children."""
+
+    role = Role.ADD
+
+    def gen_ai_operation(self, arguments: Arguments) -> GenAIOperation:
+        infer = arguments.get("infer", True)
+        return GenAIOperation.UPSERT_MEMORY if infer else GenAIOperation.CREATE_MEMORY
+
+    def record_id(self, arguments: Arguments) -> None:
+        return None
 
     def begin(self, scope: Scope, arguments: Arguments, parent: Scope | None) -> None:
         messages = [m for m in messages_of(arguments.get("messages"))
@@ -139,7 +145,8 @@ class AddSpec(MethodSpec):
 
 
 _MAX_TEMPLATES = 64
-"""``AddSpec``'s start templates kept at most (one per tracer, store and server, each ``infer`` value)."""
+"""A templated spec's start templates kept at most (one per tracer, store and server, each ``infer`` value
+of ``add``)."""
 
 
 def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
@@ -162,8 +169,9 @@ def stored_records(items: Iterable[Mapping[str, Any]]) -> list[RetrievedRecord]:
     return records
 
 
-class SearchSpec(MethodSpec):
-    """``search``: the query in, the records out, each linked to the span that wrote it."""
+class SearchSpec(_Templated):
+    """``search``: the query in, the records out, each linked to the span that wrote it (its span started
+    from a template, as ``add``'s: a search's start attributes name no argument of it)."""
 
     gen_ai = GenAIOperation.SEARCH_MEMORY
 
