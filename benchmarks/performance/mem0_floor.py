@@ -144,6 +144,35 @@ class Emission:
                     else Status(StatusCode[status["code"]], status["description"])))
 
 
+PACKED_LINKS = "memtrace.links"
+"""The packed span's attribute holding its links: compact JSON, ``[[trace id, span id, attributes], ...]``."""
+
+
+def packed(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One recorded span in the packed shape: the same span with no events and no links, what they carried
+    moved into string attributes (issue 28's "internal steps as attributes of one span").
+
+    Event *i* becomes the attribute ``<event name>.<i>`` holding its attributes as compact JSON (the
+    index keeps two stages of one name apart, in their order); the links become one attribute,
+    :data:`PACKED_LINKS`, their span contexts as hex ids with their attributes. Nothing is left out: a
+    reader recovers every stage and writer from the strings. The packing is done here, when the payload
+    is loaded, so the floor's call pays for emitting the packed span, not for encoding it (an
+    instrumentation adopting the shape would encode at the call's end: its own work, not the SDK's)."""
+    compact = {"separators": (",", ":"), "ensure_ascii": False}
+    attributes = dict(payload["attributes"])
+    for index, event in enumerate(payload["events"]):
+        attributes[f"{event['name']}.{index}"] = json.dumps(event["attributes"], **compact)
+    if payload["links"]:
+        attributes[PACKED_LINKS] = json.dumps(
+            [[link["trace_id"], link["span_id"], link["attributes"]] for link in payload["links"]], **compact)
+    return dict(payload, attributes=attributes, events=[], links=[])
+
+
+def packed_all(payloads: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Every recorded span of every method in the packed shape (:func:`packed`)."""
+    return {method: [packed(p) for p in spans] for method, spans in payloads.items()}
+
+
 def _cycle(emissions: Sequence[Emission]) -> Iterator[Emission]:
     """The recorded spans in order, from the start again when a run makes more calls than were recorded."""
     while True:

@@ -14,9 +14,10 @@ The child marks the phases by calling ``os.getppid()``, on which callgrind dumps
 
 Arms: ``bare`` (mem0 untraced), ``memtrace`` (``Mem0Instrumentor``), ``floor`` (``mem0_floor.py``'s
 ``FloorInstrumentor``: memtrace's spans of the same calls, recorded first by a run of the same sequence
-outside valgrind, replayed through the bare SDK), ``loongsuite`` (loongsuite-instrumentation-mem0, in the
--peers venv, with its own ``bare``: ``bare-peers``). Added instructions per call = arm − the bare arm of
-its venv. Spans go through a ``BatchSpanProcessor`` to an exporter that discards them (the production
+outside valgrind, replayed through the bare SDK), ``packed`` (the same floor with each span's events and
+links packed into string attributes: ``mem0_floor.packed``), ``loongsuite`` (loongsuite-instrumentation-mem0,
+in the -peers venv, with its own ``bare``: ``bare-peers``). Added instructions per call = arm − the bare arm
+of its venv. Spans go through a ``BatchSpanProcessor`` to an exporter that discards them (the production
 shape), its timer set to an hour and flushed at the end of each phase, so its worker thread exports
 each phase's spans inside that phase and never wakes at a time the load decides.
 
@@ -111,10 +112,12 @@ def _child(args: argparse.Namespace) -> int:
                     raise SystemExit(f"mem0_instructions: unknown variant {name!r}; known: "
                                      f"{', '.join(mem0_record_less.VARIANTS)}")
                 mem0_record_less._apply(mem0_record_less.VARIANTS[name][0]())
-    elif args.arm == "floor":
+    elif args.arm in ("floor", "packed"):
         import mem0_floor
 
-        instrumentor = mem0_floor.FloorInstrumentor(mem0_floor.load(args.payload))
+        payloads = mem0_floor.load(args.payload)
+        instrumentor = mem0_floor.FloorInstrumentor(
+            mem0_floor.packed_all(payloads) if args.arm == "packed" else payloads)
     elif args.arm == "loongsuite":
         from opentelemetry.instrumentation.mem0 import Mem0Instrumentor as LoongsuiteMem0Instrumentor
 
@@ -265,6 +268,8 @@ def measure(options: argparse.Namespace, mem0: str, out: Path) -> dict[str, Any]
     arms += [(f"memtrace {v}", "memtrace", checkout, v) for v in options.variants]
     if "floor" in options.arms:
         arms.append(("floor", "floor", checkout, None))
+    if "packed" in options.arms:
+        arms.append(("packed floor", "packed", checkout, None))
     if "loongsuite" in options.arms and _venv("loongsuite", mem0).exists():
         arms += [("bare-peers", "bare-peers", checkout, None), ("loongsuite", "loongsuite", checkout, None)]
     runs: dict[str, list[dict[str, int]]] = {label: [] for label, _, _, _ in arms}
@@ -272,14 +277,14 @@ def measure(options: argparse.Namespace, mem0: str, out: Path) -> dict[str, Any]
         payload = str(out / f"floor-{mem0}.json")
         capture = _command("capture", mem0, server.base_url, options, checkout, capture=payload)
         done = (subprocess.run(capture, capture_output=True, text=True, env=_environment(checkout))
-                if "floor" in options.arms else None)
+                if {"floor", "packed"} & set(options.arms) else None)
         if done is not None and done.returncode != 0:
             tail = " | ".join(done.stderr.strip().splitlines()[-3:])
             raise SystemExit(f"mem0_instructions: recording memtrace's spans for the floor failed: {tail}")
         for repeat in range(options.repeat):
             for label, arm, code, variant in arms:
                 command = _command(arm, mem0, server.base_url, options, code, variant,
-                                   payload if arm == "floor" else None)
+                                   payload if arm in ("floor", "packed") else None)
                 runs[label].append(_counted(f"{mem0}-{label}-{repeat + 1}", command, code, out))
                 row = runs[label][-1]
                 print(f"mem0ai {mem0} run {repeat + 1}: {label:24} add {row['add'] / options.calls:12,.0f}  "
@@ -316,7 +321,8 @@ def main() -> int:
     parser.add_argument("--variants", default="",
                         help="memtrace arms with mem0_record_less.py variants (V or V1+V2 each), by commas")
     parser.add_argument("--arms", default="memtrace,floor,loongsuite",
-                        help="of memtrace, floor, loongsuite (the bare arms always run: the figures' base)")
+                        help="of memtrace, floor, packed, loongsuite (the bare arms always run: the "
+                        "figures' base)")
     parser.add_argument("--before", help="also memtrace from this checkout (e.g. a git worktree of main)")
     parser.add_argument("--checkout", default=str(ROOT), help="the memtrace checkout the arms import")
     parser.add_argument("--keep", help="keep callgrind's per-phase files in this directory")
@@ -333,9 +339,9 @@ def main() -> int:
         return _child(args)
     args.variants = [v for v in args.variants.split(",") if v]
     args.arms = [a for a in args.arms.split(",") if a]
-    unknown = [a for a in args.arms if a not in ("memtrace", "floor", "loongsuite")]
+    unknown = [a for a in args.arms if a not in ("memtrace", "floor", "packed", "loongsuite")]
     if unknown:
-        parser.error(f"unknown arm(s) {', '.join(unknown)}; known: memtrace, floor, loongsuite")
+        parser.error(f"unknown arm(s) {', '.join(unknown)}; known: memtrace, floor, packed, loongsuite")
     if shutil.which("valgrind") is None:
         raise SystemExit("mem0_instructions: valgrind is not installed (apt-get install valgrind)")
     results: dict[str, Any] = {}

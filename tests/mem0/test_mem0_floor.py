@@ -141,3 +141,34 @@ def test_load_names_a_bad_file(tmp_path: Path) -> None:
         mem0_floor.load(str(bad))
     with pytest.raises(SystemExit, match="cannot read the recorded payloads"):
         mem0_floor.load(str(tmp_path / "absent.json"))
+
+
+def test_packed_floor_carries_the_events_and_links_in_attributes(llm_server: Any, tmp_path: Path) -> None:
+    """The packed shape (issue 28's "internal steps as attributes of one span") drops no stage and no
+    writer: each event's attributes and each link's ids and attributes come back from the strings, and
+    the SDK emits the packed span as given (no events, no links, every attribute whole)."""
+    recorded, _ = _memtrace_run(llm_server, tmp_path / "memtrace")
+    payloads = json.loads(json.dumps(recorded))  # as the benchmark loads them
+    packed = mem0_floor.packed_all(payloads)
+    assert sorted(packed) == sorted(payloads)
+    for method, spans in payloads.items():
+        assert len(packed[method]) == len(spans)
+        for original, flat in zip(spans, packed[method], strict=True):
+            assert flat["events"] == [] and flat["links"] == []
+            assert {k: flat["attributes"][k] for k in original["attributes"]} == original["attributes"]
+            events = [(k.rsplit(".", 1)[0], json.loads(v)) for k, v in flat["attributes"].items()
+                      if k not in original["attributes"] and k != mem0_floor.PACKED_LINKS]
+            assert events == [(e["name"], e["attributes"]) for e in original["events"]]
+            links = json.loads(flat["attributes"].get(mem0_floor.PACKED_LINKS, "[]"))
+            assert links == [[link["trace_id"], link["span_id"], link["attributes"]]
+                             for link in original["links"]]
+    second = packed["add"][1]
+    assert mem0_floor.PACKED_LINKS in second["attributes"], "the second add's link to the first's writer"
+
+    provider, exporter = _provider()
+    emit = mem0_floor._wrapper(provider.get_tracer("test"), iter([mem0_floor.Emission.of(second)]))
+    emit(lambda: None, None, (), {})
+    provider.shutdown()
+    (span,) = exporter.get_finished_spans()
+    assert not span.events and not span.links
+    assert json.loads(json.dumps(dict(span.attributes or {}))) == second["attributes"]
