@@ -231,6 +231,42 @@ def test_the_oracle_extraction_keeps_what_the_message_states_that_the_observatio
     assert sentences("Wow! [shares a photo of a cake] Yum.") == ["Wow!", "[shares a photo of a cake]", "Yum."]
 
 
+def test_a_key_fact_keeps_only_the_sentences_kept_for_its_own_question(world: World) -> None:
+    # D4:15's fuller fact keeps two of the message's sentences for "What kind of place does Caroline
+    # want to create for people?"; "Would Caroline still want to pursue counseling ...?" states no
+    # gold word, so its reader needs its key fact whole: the observation, not the sentences kept for
+    # the other question.
+    would = next(q for q in world.questions()
+                 if q.question.startswith("Would Caroline still want to pursue"))
+    place = next(q for q in world.questions()
+                 if q.question == "What kind of place does Caroline want to create for people?")
+    (observed,) = [dated(o, world.stamps["D4:15"]) for o in world.observed["D4:15"]]
+    (whole,) = world.facts["D4:15"]
+    keys = dict(world.key_facts(would))
+    dia_id, key, other = "D4:15", keys["D4:15"], keys["D3:5"]
+    assert key == observed != whole and world.needed(would, dia_id, key) is None
+    assert "safe, inviting place" in whole and "safe, inviting place" not in key
+    assert world.key_facts(place) == [("D4:15", whole)]  # the question they were kept for reads them
+    # The fault-free extraction still writes the fuller fact.
+    assert world.extraction("D4:15", "D4:15/extract", repaired=True)[0] == [whole]
+    # The observation answers the question, so does the fuller fact, or a merge holding it; a lossy
+    # observation does not.
+    gold = str(would.answer)
+    for memory in (observed, whole, f"Melanie went camping (8 May 2023); {whole}"):
+        assert world.holds(memory, dia_id, key)
+        assert world.answer(would, [memory, other], "t/answer", repaired=True)[0] == gold
+    cut = observed.replace(", the support she received", "")
+    assert not world.relevant(would, cut)
+    assert world.answer(would, [cut, other], "t/answer", repaired=True)[0] != gold
+    # An extraction that wrote the observation but lost the fuller fact damaged nothing of this
+    # question; one that wrote a lossy observation, or nothing, did.
+    call = {"call_id": "D4:15/extract", "kind": "extract", "fault": "omitted-by-observation",
+            "lost": [whole]}
+    assert not damages(world, would, {**call, "returned": [observed]})
+    assert damages(world, would, {**call, "returned": [cut]})
+    assert damages(world, would, {**call, "returned": []})
+
+
 def test_a_date_answers_only_with_the_event_the_question_asks(world: World) -> None:
     when = next(q for q in world.questions()
                 if q.question == "When did Caroline go to the LGBTQ support group?")

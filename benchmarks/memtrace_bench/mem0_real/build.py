@@ -42,7 +42,7 @@ from typing import Any
 
 from memtrace_bench.config import locomo_dir
 from memtrace_bench.locomo import QA
-from memtrace_bench.mem0_real.world import World, carries
+from memtrace_bench.mem0_real.world import World
 
 __all__ = ["BuildOptions", "also_passing", "build", "damages", "default_mem0_python", "error_type_of"]
 
@@ -107,12 +107,13 @@ def damages(world: World, qa: QA, call: dict[str, Any]) -> bool:
         # What the extraction wrote answers for every key fact the lost fact did (or states the
         # gold as it did): the question lost nothing here, and a repair that passes does so only
         # through a cascade of later decisions (a fuller fact that a later wrong DELETE misses).
-        answered = [(d, key) for d, key in keys if carries(text, key) or world.answers(qa, d, key, text)]
+        answered = [(d, key) for d, key in keys
+                    if world.holds(text, d, key) or world.answers(qa, d, key, text)]
         if answered:
             return all(any(world.answers(qa, d, key, w) for w in wrote) for d, key in answered)
         return any(world.states(qa, w) for w in wrote)
 
-    return any((any(carries(text, key) for _, key in keys) or world.relevant(qa, text))
+    return any((any(world.holds(text, d, key) for d, key in keys) or world.relevant(qa, text))
                and not still_said(text) for text in lost)
 
 

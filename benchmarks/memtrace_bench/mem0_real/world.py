@@ -153,7 +153,8 @@ def statement(speaker: str, other: str, sentence: str) -> str:
 
 
 def kept_statements(conversation: Conversation, questions: list[QA], facts: dict[str, list[str]],
-                    stamps: dict[str, str]) -> dict[str, list[str]]:
+                    stamps: dict[str, str]
+                    ) -> tuple[dict[str, list[str]], dict[tuple[str, int], dict[int, str]]]:
     """``facts`` (per turn, LoCoMo's observation sentences: a model that summarises) as a fault-free
     extraction writes them, one that keeps what the message states: where a question's gold words
     are said by the message of its evidence turn, or of a neighbour as :meth:`World.key_facts`
@@ -172,11 +173,16 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
     when it says a missing gold word and a second gold word or a word of the question's topic, so
     an unrelated sentence sharing one word with the gold (a caption's "woman") is not taken; a
     question ("How long have you been married?") states nothing.
+
+    Returns the facts so written and, per ``(dia_id, fact index)`` that got sentences, the clause
+    each question had kept there (by :attr:`QA.index`): a question's key fact is the observation
+    and its own clause (:meth:`World.key_facts`), not what was kept for another question.
     """
     turns = {t.dia_id: t for session in conversation.sessions for t in session.turns}
     speakers = conversation.speakers
     names = fact_tokens(" ".join(speakers))
     added: dict[tuple[str, int], list[int]] = {}
+    asked: dict[tuple[str, int], dict[int, list[int]]] = {}
     for qa in questions:
         gold = fact_tokens(str(qa.answer))
         topic = fact_tokens(qa.question) - gold - names
@@ -213,18 +219,35 @@ def kept_statements(conversation: Conversation, questions: list[QA], facts: dict
                              default=-1)
                 slot = added.setdefault((turn_id, target), [])
                 slot += [i for i in chosen if i not in slot]
+                mine = asked.setdefault((turn_id, target), {}).setdefault(qa.index, [])
+                mine += [i for i in chosen if i not in mine]
                 break
     out = {dia_id: list(values) for dia_id, values in facts.items()}
+    clauses: dict[tuple[str, int], dict[int, str]] = {}
     for (turn_id, target), chosen in added.items():
         turn = turns[turn_id]
         other = speakers[1] if turn.speaker == speakers[0] else speakers[0]
         parts = sentences(turn.text)
-        clause = "; ".join(statement(turn.speaker, other, parts[i]).rstrip(".") for i in sorted(chosen))
+        stated = {i: statement(turn.speaker, other, parts[i]).rstrip(".") for i in chosen}
+        whole = "; ".join(stated[i] for i in sorted(chosen))
         if target < 0:
-            out[turn_id] = [f"{clause}."]
+            out[turn_id] = [joined("", whole)]
         else:
-            out[turn_id][target] = f"{out[turn_id][target].rstrip().rstrip('.')}; {clause}."
-    return out
+            out[turn_id][target] = joined(out[turn_id][target], whole)
+        clauses[(turn_id, max(target, 0))] = {q: "; ".join(stated[i] for i in sorted(mine))
+                                             for q, mine in sorted(asked[(turn_id, target)].items())}
+    return out, clauses
+
+
+def joined(fact: str, clause: str) -> str:
+    """A fact with a clause of the message's own sentences joined on (the clause alone when the turn
+    had no fact).
+
+    >>> joined("Mel went camping.", "Mel said that it rained"), joined("", "Mel said that it rained")
+    ('Mel went camping; Mel said that it rained.', 'Mel said that it rained.')
+    """
+    fact = fact.rstrip().rstrip(".")
+    return f"{fact}; {clause}." if fact else f"{clause}."
 
 
 def _root(token: str) -> str:
@@ -469,7 +492,12 @@ class World:
     """dia_id -> what the base run's extraction writes (undated): the observation sentences alone, a
     model that summarises; where they differ from :attr:`base` the call omitted what the message
     stated (fault ``omitted-by-observation``)."""
+    asked: dict[tuple[str, int], dict[int, str]] = field(default_factory=dict)
+    """``(dia_id, fact index)`` -> question index -> the clause of the message's sentences kept in
+    :attr:`base`'s fact for that question (:func:`kept_statements`): a fuller fact can hold
+    sentences kept for several questions; each question's key fact holds only its own."""
     _keys: dict[int, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    _whole: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, conversation_id: str, *, seed: int = 0, directory: str | None = None,
@@ -501,13 +529,13 @@ class World:
                 if turn.dia_id in facts:
                     stamps[turn.dia_id] = "; ".join(relative_times(turn.text, session.date)) or session.date
         questions = [q for q in conversation.questions if q.category in (1, 2, 3, 4) and q.evidence]
-        full = kept_statements(conversation, questions, facts, stamps)
+        full, asked = kept_statements(conversation, questions, facts, stamps)
         for dia_id in sorted(full.keys() - facts.keys()):  # a turn given its first fact: dated as others
             given = conversation.turn(dia_id)
             if given is not None:
                 stamps[dia_id] = "; ".join(relative_times(given.text, given.date)) or given.date
         dated_facts = {d: [dated(f, stamps.get(d, "")) for f in fs] for d, fs in full.items()}
-        return cls(conversation, dated_facts, full, stamps, when, seed, rates or FaultRates(), facts)
+        return cls(conversation, dated_facts, full, stamps, when, seed, rates or FaultRates(), facts, asked)
 
     # -- the conversation --------------------------------------------------------------------------
     def questions(self) -> list[QA]:
@@ -528,6 +556,9 @@ class World:
         question and its reply, a photo and what is said about it): a fact of a neighbouring turn
         of the same session (:data:`NEIGHBOURS` either side) is the key fact when it states more of
         the gold than the evidence turn's own; the pair then names the turn the fact came from.
+
+        A fact is read as the question asks it (:meth:`asks`): the observation and the sentences
+        kept for this question, not those a fuller fact keeps for another one.
         """
         if qa.index in self._keys:
             return self._keys[qa.index]
@@ -539,16 +570,46 @@ class World:
                 continue
             scored = []
             for distance, turn_id in around(dia_id):
-                for i, fact in enumerate(self.facts.get(turn_id, [])):
+                for i, whole in enumerate(self.facts.get(turn_id, [])):
+                    fact = self.asks(qa, turn_id, i)
                     said = len(gold & fact_tokens(fact))
-                    if distance and not said:
+                    if not fact or (distance and not said):
                         continue
                     rank = (said, -distance, len(wanted & set(content_words(fact))), -i)
-                    scored.append((rank, turn_id, fact))
+                    scored.append((rank, turn_id, fact, whole))
+            if not scored:  # the turn's only fact was kept for other questions
+                continue
             best = max(scored, key=lambda x: x[0])
             keys.append((best[1], best[2]))
+            self._whole[(best[1], best[2])] = best[3]
         self._keys[qa.index] = keys
         return keys
+
+    def asks(self, qa: QA, dia_id: str, index: int) -> str:
+        """The turn's fact ``index`` as the question ``qa`` needs it, dated: the observation and the
+        message's sentences kept for ``qa`` (:attr:`asked`); ``""`` when the fact holds only
+        sentences kept for other questions.
+
+        The oracle extraction writes every kept sentence into one fuller fact; a question that
+        needs its key fact whole (:meth:`needed`) needs what it asks about, not a sentence kept for
+        another question ("How many children does Melanie have?" does not need "that roadtrip this
+        past weekend was insane", kept for a question about the road trip).
+        """
+        whole = self.facts[dia_id][index]
+        clauses = self.asked.get((dia_id, index))
+        if not clauses:
+            return whole
+        observed = self.observed.get(dia_id, [])
+        observation = observed[index] if index < len(observed) else ""
+        own = clauses.get(qa.index)
+        text = joined(observation, own) if own else observation
+        return dated(text, self.stamps.get(dia_id, "")) if text else ""
+
+    def holds(self, memory: str, dia_id: str, fact: str) -> bool:
+        """Whether ``memory`` holds the key fact ``fact`` of turn ``dia_id`` whole: its sentence, or
+        the fuller fact it was read from (:meth:`asks`), which keeps sentences for other questions
+        between the observation and this question's."""
+        return carries(memory, fact) or carries(memory, self._whole.get((dia_id, fact), fact))
 
     def answerable(self, qa: QA) -> bool:
         """Whether a fault-free run can answer it: every evidence turn has a fact."""
@@ -592,7 +653,7 @@ class World:
         a lossy fact that kept the answer still answers; one that lost it, a fact about the other
         speaker or with a wrong date when the gold is a date do not."""
         need = self.needed(qa, dia_id, fact)
-        return carries(memory, fact) if need is None else need <= fact_tokens(memory)
+        return self.holds(memory, dia_id, fact) if need is None else need <= fact_tokens(memory)
 
     def states(self, qa: QA, memory: str) -> bool:
         """Whether ``memory`` states the gold about what the question asks, whichever turn it came
