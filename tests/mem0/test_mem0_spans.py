@@ -595,6 +595,37 @@ def test_the_remainder_variants_leave_out_what_they_say(no_content_env: None, in
     assert not others and not stages and MemTrace.OPERATION_NAME not in add
 
 
+def _record_less() -> Any:
+    """benchmarks/performance/mem0_record_less.py, whose variants are the instrumentor's code before."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
+    import mem0_record_less
+
+    return mem0_record_less
+
+
+def _two_stores(llm_server: Any, tmp_path: Any) -> list[Any]:
+    """Two mem0 `Memory`s on collections of their own: a span template shared across stores would name
+    the wrong one."""
+    from mem0 import Memory
+
+    memories = []
+    for collection in ("alpha", "beta"):
+        settings = config(llm_server.base_url, str(tmp_path / collection))
+        settings["vector_store"]["config"]["collection_name"] = collection
+        memories.append(Memory.from_config(settings))
+    return memories
+
+
+def _close_all(memories: list[Any]) -> None:
+    for memory in memories:
+        close = getattr(memory, "close", None)
+        if callable(close):
+            close()
+
+
 def test_the_add_span_from_its_template_is_the_generic_one(no_content_env: None, instrumented: Any,
                                                             llm_server: Any, tmp_path: Any,
                                                             span_exporter: InMemorySpanExporter) -> None:
@@ -602,19 +633,8 @@ def test_the_add_span_from_its_template_is_the_generic_one(no_content_env: None,
     # count and outcome with the lineage (Operation._closing); mem0_record_less.py's generic-add is the
     # code before. Two stores and both infer values: a template shared across any of them would name
     # the wrong store or operation.
-    import os
-    import sys
-
-    from mem0 import Memory
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
-    import mem0_record_less as record_less
-
-    memories = []
-    for collection in ("alpha", "beta"):
-        settings = config(llm_server.base_url, str(tmp_path / collection))
-        settings["vector_store"]["config"]["collection_name"] = collection
-        memories.append(Memory.from_config(settings))
+    record_less = _record_less()
+    memories = _two_stores(llm_server, tmp_path)
     calls = iter(range(100))
 
     def add_span(memory: Any, infer: bool, generic: bool) -> Any:
@@ -643,10 +663,7 @@ def test_the_add_span_from_its_template_is_the_generic_one(no_content_env: None,
             assert lean.attributes[GenAI.MEMORY_STORE_ID] == memory.config.vector_store.config.collection_name
             assert lean.attributes[GenAI.OPERATION_NAME] == ("upsert_memory" if infer else "create_memory")
             assert lean.attributes[GenAI.MEMORY_RECORD_COUNT] == 1
-    for memory in memories:
-        close = getattr(memory, "close", None)
-        if callable(close):
-            close()
+    _close_all(memories)
 
 
 def test_the_search_span_from_its_template_is_the_generic_one(no_content_env: None, instrumented: Any,
@@ -655,23 +672,13 @@ def test_the_search_span_from_its_template_is_the_generic_one(no_content_env: No
     # SearchSpec starts each search from a template per (tracer, GenAI operation, record id, store, server),
     # as AddSpec does; mem0_record_less.py's generic-search is the code before. Two stores, two scopes and
     # both of each twice: a template shared across stores would name the wrong one.
-    import os
-    import sys
-
-    from mem0 import Memory
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "performance"))
-    import mem0_record_less as record_less
-
-    memories = []
-    for collection in ("alpha", "beta"):
-        settings = config(llm_server.base_url, str(tmp_path / collection))
-        settings["vector_store"]["config"]["collection_name"] = collection
-        memory = Memory.from_config(settings)
+    record_less = _record_less()
+    memories = _two_stores(llm_server, tmp_path)
+    for memory in memories:
+        collection = memory.config.vector_store.config.collection_name
         for user in (USER, "bob"):
             llm_server.enqueue(*add_replies([f"{user} moved to {collection}"]))
             memory.add(f"I moved to {collection}.", user_id=user)
-        memories.append(memory)
 
     def search_span(memory: Any, user: str, generic: bool) -> Any:
         span_exporter.clear()
@@ -699,7 +706,4 @@ def test_the_search_span_from_its_template_is_the_generic_one(no_content_env: No
             assert lean.attributes[GenAI.MEMORY_STORE_ID] == memory.config.vector_store.config.collection_name
             assert lean.attributes[GenAI.OPERATION_NAME] == "search_memory"
             assert lean.links  # the record its add wrote, linked
-    for memory in memories:
-        close = getattr(memory, "close", None)
-        if callable(close):
-            close()
+    _close_all(memories)
