@@ -74,22 +74,30 @@ def _blocks(function: Callable[[], None], blocks: int, calls: int, clock: Callab
     return times
 
 
+def _rotating(functions: dict[str, Callable[[], None]], blocks: int, calls: int,
+              clock: Callable[[], int]) -> dict[str, list[float]]:
+    """Each function warmed up, then ``blocks`` timed blocks of each in turn, the order rotating block by
+    block (so no function always follows the same one): nanoseconds per call, per block."""
+    names = list(functions)
+    for function in functions.values():
+        for _ in range(op_overhead._WARM_UP_ALONE):
+            function()
+    gc.collect()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for b in range(blocks):
+        for k in range(len(names)):
+            name = names[(b + k) % len(names)]
+            times[name].extend(_blocks(functions[name], 1, calls, clock))
+    return times
+
+
 def child(roles: list[str], capture: bool, blocks: int, calls: int,
           clock_name: str) -> dict[str, list[float]]:
     """Nanoseconds per call of each block of each role, in this process (one role: ``apart``; several:
     ``interleaved``, a block of each in turn, the order rotating block by block)."""
     clock = _CLOCKS[clock_name]
     providers, functions = _role_functions(capture)
-    for role in roles:
-        function = functions[role]
-        for _ in range(op_overhead._WARM_UP_ALONE):
-            function()
-    gc.collect()
-    times: dict[str, list[float]] = {role: [] for role in roles}
-    for b in range(blocks):
-        for k in range(len(roles)):
-            role = roles[(b + k) % len(roles)]
-            times[role].extend(_blocks(functions[role], 1, calls, clock))
+    times = _rotating({role: functions[role] for role in roles}, blocks, calls, clock)
     for provider in providers:
         provider.shutdown()  # type: ignore[attr-defined]
     return times
@@ -152,16 +160,7 @@ def write_parts(blocks: int, calls: int, clock_name: str) -> dict[str, dict[str,
         "write": operation(None), "write, no store put": operation("no store put"),
         "write, hash given": operation("hash given"), "write, variable given": operation("variable given"),
         "SDK floor": floor, "registry and store alone": registry_and_store_alone, "hash alone": hash_alone}
-    names = list(variants)
-    for function in variants.values():
-        for _ in range(op_overhead._WARM_UP_ALONE):
-            function()
-    gc.collect()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for b in range(blocks):
-        for k in range(len(names)):
-            name = names[(b + k) % len(names)]
-            times[name].extend(_blocks(variants[name], 1, calls, clock))
+    times = _rotating(variants, blocks, calls, clock)
     provider.shutdown()
     return {name: {s: _statistic(s, values) for s in STATISTICS} for name, values in times.items()}
 
