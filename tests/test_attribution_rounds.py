@@ -1475,13 +1475,16 @@ KAYAK = "What did Evan share a photo of that was taken on a camping trip?"
 KAYAK_SAID = ("[11 January 2024] Evan: Glad to hear it! Nature really has a way of calming and reviving the "
               "soul. Last summer I went on a camping trip. [shares a photo of a kayak seen from the front of "
               "the boat]")
+KAYAK_BESIDE = KAYAK_SAID.split(" [shares")[0]
+"""The turn without its photo: the evidence id names it, and the photo came in the turn beside it."""
 
 
-def _kayak_history(provider: TracerProvider, fact: str, *, elsewhere: str | None = None) -> _Mem0:
-    """Evan's photo turn extracted as ``fact``; Sam's turns stored; with ``elsewhere``, a later turn of
-    Evan's stored as that fact; the search returns one of Sam's memories."""
+def _kayak_history(provider: TracerProvider, fact: str, *, elsewhere: str | None = None,
+                   said: str = KAYAK_SAID) -> _Mem0:
+    """Evan's photo turn (``said``) extracted as ``fact``; Sam's turns stored; with ``elsewhere``, a later
+    turn of Evan's stored as that fact; the search returns one of Sam's memories."""
     system = _Mem0(provider)
-    system.add("D25:8", KAYAK_SAID, fact)
+    system.add("D25:8", said, fact)
     for n, thing in enumerate(("pottery", "her garden", "a new book", "the rain")):
         system.add(f"D25:{n}", f"[11 January 2024] Sam: Let me tell you about {thing}.",
                    f"Sam talked about {thing} (11 January 2024).")
@@ -1491,16 +1494,29 @@ def _kayak_history(provider: TracerProvider, fact: str, *, elsewhere: str | None
     return system
 
 
+NATURE_FACT = "Evan believes nature has a way of calming and reviving the soul (11 January 2024)."
+
+
 def test_a_search_that_missed_what_an_extraction_wrote_about_other_parts_of_the_message_is_to_blame(
         tracer_provider, span_exporter):
-    """The extraction kept the turn's sentence about nature, not the photo's caption: it wrote about other
-    things than the fact, in Evan's name, from the turn's own words. Nothing shows it dropped a fact
-    (a caption, an evidence id beside the turn saying the answer, an answer inferred): what it wrote
-    was in memory, and the search that returned none of it is the fault."""
-    system = _kayak_history(tracer_provider, "Evan believes nature has a way of calming and reviving the "
-                                             "soul (11 January 2024).")
+    """The evidence id names the turn beside the photo: its message says nothing of a kayak. The extraction
+    kept its sentence about nature, in Evan's name, from the turn's own words. Nothing shows it dropped a
+    fact (an evidence id beside the turn saying the answer, an answer inferred): what it wrote was in
+    memory, and the search that returned none of it is the fault."""
+    system = _kayak_history(tracer_provider, NATURE_FACT, said=KAYAK_BESIDE)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
+def test_an_extraction_that_wrote_only_about_other_parts_of_a_message_stating_the_gold_dropped_it(
+        tracer_provider, span_exporter):
+    """The same extraction of the turn whose photo caption says the gold (a kayak): the message stated the
+    answer, and the extraction wrote only about its other parts. What it stored never held the answer, and
+    the search returning it would not have given the reader the answer: the extraction dropped it (an
+    extractor keeps what a message says, its shared photo included)."""
+    system = _kayak_history(tracer_provider, NATURE_FACT)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)
 
 
 def test_an_extraction_that_gave_the_turn_to_the_other_speaker_stays_at_fault(tracer_provider, span_exporter):

@@ -176,6 +176,9 @@ _READ_PATH = frozenset({Category.GENERATION, Category.RERANK, Category.RETRIEVAL
 _READ_OPS = frozenset({Category.RERANK, Category.RETRIEVAL})
 _FALLBACK_ALTERNATIVES = 4
 _LOSS_TYPES = frozenset({ErrorType.UPDATE, ErrorType.DELETION})
+_SAYS_SHARE = 0.5
+"""Share of the whole gold (by weight, and by how rare its words are) the evidence sentence must say to state
+the answer: what a paraphrase of it must keep (``carrying._PARAPHRASE_GOLD_SHARE``)."""
 _BEYOND_SHARE = 0.2
 """Share of a statement's (IDF-weighted) words outside the question's for it to say more than the question."""
 
@@ -639,9 +642,10 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked)) is not None:
         missed.alternatives = candidates
         return missed
+    said = _says_answer(index, carries.info, stated)
     if (fate is None and kind is ErrorType.EXTRACTION and index.category(candidates[0]) in _EXTRACTION_ROLES
             and (unread := _unread(case, stored_instead(case, carries, candidates[0], asked=asked,
-                                                        gold=stated))) is not None):
+                                                        gold=stated, said=said))) is not None):
         unread.alternatives = candidates
         return unread
     if (fate is None and kind is ErrorType.EXTRACTION and index.category(candidates[0]) in _EXTRACTION_ROLES
@@ -895,6 +899,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
     verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
                          and index.category(verdict.operation) in _EXTRACTION_ROLES
+                         and not _says_answer(index, info, stated)
                          and wrote_about(case, carries, verdict.operation, asked=asked) is False)
     if structural:
         verdict.confidence = 0.35
@@ -911,6 +916,20 @@ def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> b
             and verdict.carrier is not None and verdict.carrier not in carries.descendants
             and not _alive_carriers(case, carries, carries.lineage_stored())
             and not any(carries.info.answers(line) for line in case.index.lines(verdict.carrier)))
+
+
+def _says_answer(index: GraphIndex, info: Information, stated: Information | None) -> bool:
+    """Whether the evidence sentence (``info``) states the answer: it holds half the whole gold
+    (``stated``), by weight and by how rare its words are in the conversation, and does not ask.
+
+    Such a message is no turn beside the one saying the answer, and its gold is not inferred: an
+    extraction whose statements are all about its other parts dropped what it said.
+    """
+    if stated is None or not stated.gold or _is_question(info.text):
+        return False
+    said = frozenset(info.gold)
+    rare = {t: w * index.idf(t) for t, w in stated.gold.items()}
+    return weighted_share(stated.gold, said) >= _SAYS_SHARE and weighted_share(rare, said) >= _SAYS_SHARE
 
 
 def _is_question(sentence: str) -> bool:

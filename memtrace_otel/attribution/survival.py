@@ -182,7 +182,7 @@ def wrote_about(case: LineageCase, carries: Carrying, op: str, *, asked: frozens
 
 
 def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: frozenset[str] = frozenset(),
-                   gold: Information | None = None) -> list[str]:
+                   gold: Information | None = None, said: bool = False) -> list[str]:
     """Units alive in the question's stores when it is asked, that the answer's context does not hold,
     and that hold what memory had for the fact, when extraction ``op`` wrote statements from the
     evidence none of which is about the fact (:func:`wrote_about` is ``False``); else ``[]``.
@@ -199,7 +199,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
       dedupes, speakers repeat; not for a date gold (a month, a year), which every fact of its
       session holds, nor a unit from elsewhere dated away from the month the question names
       (:meth:`.Carrying.dated_otherwise`: another event told in the same words);
-    * else the current versions of the units written from the evidence itself that keep one of
+    * else, unless the evidence sentence states the answer (``said``), the current versions of the
+      units written from the evidence itself that keep one of
       ``op``'s statements (:func:`keeps`: not a unit a decision that read its facts only touched)
       and restate part of the message (:meth:`.Carrying.restates_message`: a fact that keeps
       nothing of it but its date and speaker left its content unstored), when one of ``op``'s
@@ -221,6 +222,11 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
                                                                session_of=carries.evidence)
                                        if not carries.dated_otherwise(v)]):
         return found
+    if said:
+        # The evidence sentence states the answer (``said``): no turn beside the one saying it, no gold
+        # inferred. What the extraction wrote about the message's other parts never held it, and a search
+        # returning it would not have given the reader the answer: the extraction dropped it.
+        return []
     speaker = info.exact - info.gold.keys()
     statements = _statements(index, op)
     if not any(speaker <= tokens for tokens in statements):
