@@ -79,7 +79,10 @@ off the graph without a model:
    stating the whole gold (with a word of the question, or written from a
    message said the same day), or the units it wrote restating the message,
    alive and not returned, the question's earliest search of their store is
-   blamed.
+   blamed -- the units it wrote only when the evidence sentence does not state
+   the answer (half the gold's words): one that does is no turn beside the
+   answer, and what the extraction kept of its other parts could not have
+   answered had the search returned it.
    Nor is one that wrote nothing after reading a memory stating the fact (an
    additive extractor is shown the similar memories and writes only new
    facts): the search that passed over that memory is. Nor is one whose
