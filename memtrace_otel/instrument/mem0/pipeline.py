@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from memtrace_otel.instrument.genai import RetrievedRecord
 from memtrace_otel.instrument.mem0.lifecycle import Arguments, MethodSpec
 from memtrace_otel.instrument.mem0.scope import RecordWriter, Role, Scope, record_name, stored_variable
@@ -40,10 +42,14 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return {}
-    try:
-        value = json.loads(text[start:end + 1], strict=False)
-    except ValueError:
-        return {}
+    try:  # orjson first (a C call, where json.loads(strict=False) builds a decoder per call); json's
+        # strict=False, as mem0's own parse, for control characters inside strings, which orjson refuses
+        value = orjson.loads(text[start:end + 1])
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(text[start:end + 1], strict=False)
+        except ValueError:
+            return {}
     return value if isinstance(value, Mapping) else {}
 
 
