@@ -208,6 +208,9 @@ class MemTrace:
     """Contents parallel to ``memtrace.variables``, truncated (opt-in: content capture)."""
     DELETED = "memtrace.deleted"
     """Output ids that are tombstones: the unit stops existing at that version."""
+    MEM0_ADD = "memtrace.mem0.add"
+    """A packed mem0 ``add``: its stages' raw facts as compact JSON, from which the graph builder derives
+    what its stage events recorded (``docs/conventions.md``, "The packed mem0 ``add``")."""
 
     EVALUATION_PASSED = "memtrace.evaluation.passed"
     """Verdict of an evaluation operation."""

@@ -47,6 +47,7 @@ from memtrace_otel.graph.cycles import break_cycles
 from memtrace_otel.graph.foreign import covered, is_foreign, lineage_spans, search_contexts
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
+from memtrace_otel.graph.packed import PACKED_ADD, kept_key, message_versions, unpack
 from memtrace_otel.graph.stages import has_stages, stage_records
 from memtrace_otel.graph.verdicts import evaluator_node, evaluator_node_id, resolve_targets
 from memtrace_otel.semconv import (
@@ -79,6 +80,7 @@ ContentLookup = Callable[[str], "str | None"]
 """Gives the content of a variable id when spans carry none (in-process attribution)."""
 
 _CONTENT_REF, _TEXTS_REF = MemTrace.CONTENT_REF, MemTrace.EVALUATION_TEXTS_REF
+_PACKED = PACKED_ADD
 
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
@@ -251,6 +253,8 @@ class _Builder:
         self.malformed: dict[str, list[MalformedId]] = {}  # of the span being added, by key
         self.genai = GenAICalls()  # the other spans: model calls inside memory operations become steps
         self.foreign: list[SpanRecord] = []  # memory spans of other instrumentations (graph/foreign.py)
+        self.packed: list[SpanRecord] = []  # packed mem0 adds: unpacked once all are in (graph/packed.py)
+        self.kept: dict[str, str] = {}  # their variables' texts kept in process (content capture off)
 
     def variable(self, variable_id: str) -> dict[str, Any]:
         """The node data of a variable id; :class:`MalformedId` when the id is not well formed."""
@@ -310,6 +314,9 @@ class _Builder:
 
     def add_span(self, span: SpanRecord) -> None:
         a, problems = span.attributes, self.problems
+        if _PACKED in a:  # its messages' versions are the order of all packed adds: read at the end
+            self.packed.append(span)
+            return
         if _CATEGORY not in a and is_foreign(a):
             self.foreign.append(span)  # read by its record ids once every span is in (add_foreign)
             return
@@ -452,7 +459,7 @@ class _Builder:
         for node, data in self.nodes.items():
             if data["type"] == VARIABLE:
                 if data["content"] is None and lookup is not None:
-                    data["content"] = lookup(node)
+                    data["content"] = lookup(node) or self.kept.get(node)
                 if data["content"] is None and node in referenced and data["hash"]:
                     data["content"] = by_hash(data["hash"])  # type: ignore[misc]  # referenced => by_hash
             elif "passed" in data:
@@ -496,7 +503,22 @@ class _Builder:
         for variable_id, node in search_contexts(contexts, generations):
             self.succ[variable_id][node] = self.pred[node][variable_id] = _INPUT_EDGE
 
+    def add_packed(self) -> None:
+        """The packed ``add`` spans as the spans their stage events would have made
+        (:mod:`memtrace_otel.graph.packed`), their messages versioned by the order of their starts."""
+        spans, self.packed = self.packed, []
+        versions, lookup = message_versions(spans), self.content
+        for span in spans:
+            made: list[str] | None = [] if lookup is not None else None
+            self.add_span(unpack(span, versions.get((span.trace_id, span.span_id), {}), self.problems, made))
+            if made:  # in-process attribution without content capture: the texts the add kept
+                texts = lookup(kept_key(span.trace_id, span.span_id))  # type: ignore[misc]
+                if type(texts) is tuple:
+                    self.kept.update(zip(made, texts, strict=False))
+
     def finish(self) -> nx.DiGraph:
+        if self.packed:
+            self.add_packed()
         if self.foreign:
             self.add_foreign()
         missing = self._missing_links()

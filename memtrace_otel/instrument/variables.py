@@ -293,6 +293,10 @@ class InProcessContents:
         self._settled = 0
         """Writes moved into the map so far."""
         self._lock = threading.Lock()
+        self.read_in_process = False
+        """An in-process attribution reads these contents (``AttributionSpanProcessor`` sets it): what is
+        kept only for it (a packed mem0 ``add``'s texts, one tuple per ``add``) is kept only then, since
+        every object kept alive makes the allocator and collector of later calls slower."""
 
     def put(self, variable_id: str, content: str) -> None:
         """Keep ``content`` under ``variable_id`` (any key: a variable id, a verdict text's key)."""

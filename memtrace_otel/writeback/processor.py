@@ -208,6 +208,7 @@ class AttributionSpanProcessor(SpanProcessor):
         else:
             raise ValueError(f"engine must be an engine name or an Engine, not {type(engine).__name__}")
         self._content = tracer.contents.get
+        tracer.contents.read_in_process = True  # writers that keep contents only for a reader keep them now
         self._metrics = AttributionMetrics(meter_provider, source="processor")
         self._include_explanation = tracer.capture_content if capture_content is None else capture_content
         self._provider = tracer_provider

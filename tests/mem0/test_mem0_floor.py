@@ -36,6 +36,13 @@ import mem0_floor
 _FACTS = ("Moved to Lisbon in March", "Has a dog called Pepper")
 
 
+@pytest.fixture(autouse=True)
+def _stage_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the spans of the stage-event shape (``MEMTRACE_MEM0_PACKED=false``); the packed
+    ``add``, the default, is compared with it by ``test_mem0_packed.py`` (the same graph and verdicts)."""
+    monkeypatch.setenv("MEMTRACE_MEM0_PACKED", "false")
+
+
 def _calls(memory: Any, server: Any, run: Any) -> None:
     """Two adds (the second's search stage reads the first's record) and a search, each through ``run``."""
     for fact in _FACTS:

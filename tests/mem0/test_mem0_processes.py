@@ -19,6 +19,7 @@ import pytest
 from mem0_script import add_replies, decision
 
 from memtrace_otel.graph import build_graph
+from memtrace_otel.graph.packed import unpacked
 from memtrace_otel.instrument.mem0 import mem0_generation
 from memtrace_otel.semconv import ErrorType, MemTrace, MemTraceEvent, MemTraceStage
 from memtrace_otel.spans import read_span_files
@@ -45,9 +46,10 @@ def ingest_lisbon(server: Any, tmp_path: Path) -> str:
 
 
 def spans_of(path: Path) -> list[Any]:
+    """The spans of ``path`` as the graph builder reads them (a packed ``add`` with its stage events)."""
     result = read_span_files([path])
     assert not result.problems
-    return result.spans
+    return unpacked(result.spans)
 
 
 def test_search_in_another_process_links_to_the_writer(llm_server: Any, tmp_path: Path) -> None:
@@ -101,7 +103,7 @@ def test_analyze_blames_the_mem0_operation(kind: ErrorType, operation: str, llm_
     assert (failure["error_type"], failure["operation_name"]) == (kind.value, operation)
     if kind is not ErrorType.RETRIEVAL:  # the operation that changed the very record holding the fact
         # A change decided inside an add is a stage event of its span (found by its stage id).
-        spans = read_span_files([tmp_path / "spans"]).spans
+        spans = unpacked(read_span_files([tmp_path / "spans"]).spans)
         attributes = [s.attributes for s in spans if s.span_id == failure["span_id"]]
         attributes += [e.attributes for s in spans for e in s.events if e.name == MemTraceEvent.STAGE
                        and e.attributes.get(MemTraceStage.ID) == failure["span_id"]]
@@ -134,4 +136,6 @@ def test_opentelemetry_instrument_needs_no_code_change(llm_server: Any, tmp_path
     names = {line.split('"name": "', 1)[1].split('"', 1)[0] for line in done.stdout.splitlines()
              if line.startswith('    "name": "')}
     assert {"upsert_memory", "search_memory"} <= names
-    assert '"gen_ai.operation.name": "create_memory"' in done.stdout  # the add's create_memory event
+    # The add's write stage, in its packed facts (graph/packed.py makes it the create_memory stage).
+    (packed,) = [line for line in done.stdout.splitlines() if '"memtrace.mem0.add"' in line]
+    assert '[\\"write\\",' in packed

@@ -30,6 +30,13 @@ from memtrace_otel.semconv import (
 from memtrace_otel.spans import record_from_readable
 
 
+@pytest.fixture(autouse=True)
+def _stage_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the spans of the stage-event shape (``MEMTRACE_MEM0_PACKED=false``); the packed
+    ``add``, the default, is compared with it by ``test_mem0_packed.py`` (the same graph and verdicts)."""
+    monkeypatch.setenv("MEMTRACE_MEM0_PACKED", "false")
+
+
 def spans_by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for span in exporter.get_finished_spans():

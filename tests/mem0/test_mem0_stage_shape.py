@@ -51,8 +51,9 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 def run_scenario(stage_spans: bool, server: Any, data: Path, monkeypatch: pytest.MonkeyPatch,
-                 capture: bool = True) -> tuple[nx.DiGraph, list[Any]]:
-    """The scenario in one span shape: its graph, and its finished spans."""
+                 capture: bool = True, packed: bool = False) -> tuple[nx.DiGraph, list[Any]]:
+    """The scenario in one span shape (stage spans, stage events, or the packed ``add``): its graph, and its
+    finished spans."""
     from mem0 import Memory
 
     # Contents on the spans (the stage events carry memtrace.variable_contents too): compared below.
@@ -64,7 +65,7 @@ def run_scenario(stage_spans: bool, server: Any, data: Path, monkeypatch: pytest
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = Mem0Instrumentor()
-    instrumentor.instrument(tracer_provider=provider, stage_spans=stage_spans)
+    instrumentor.instrument(tracer_provider=provider, stage_spans=stage_spans, packed=packed)
     memory = Memory.from_config(config(server.base_url, str(data)))
     try:
         # The extraction gets the city wrong: the failure below has a root cause inside an add.

@@ -30,6 +30,7 @@ from memtrace_otel.instrument.mem0.lifecycle import (
     warn_once,
     wrapper_for,
 )
+from memtrace_otel.instrument.mem0.packed import packed_hook
 from memtrace_otel.instrument.mem0.pipeline import (
     BatchCreateSpec,
     ExistingSearchSpec,
@@ -51,8 +52,9 @@ class StoreHooks:
     """Installs, and removes, the hooks on the vector store and LLM classes mem0 uses."""
 
     def __init__(self, tracer: MemoryTracer, llm_specs: tuple[LlmCallSpec, ...], *,
-                 stage_spans: bool = False) -> None:
+                 stage_spans: bool = False, packed: bool = False) -> None:
         self._tracer = tracer
+        self._packed = packed
         self._stage_spans = stage_spans
         """``add``'s stages as child spans (the older shape) instead of events of its span."""
         for spec in llm_specs:
@@ -99,6 +101,11 @@ class StoreHooks:
     def _wrapper(self, name: str, function: Callable[..., Any]) -> Wrapper:
         # Stages as events: the LLM calls and the search of existing memories take the flat path
         # (flat.py), straight into their events; as spans they open operations as any call does.
+        if self._packed:  # inside a packed add its own hook; anywhere else the other shapes'
+            return packed_hook(name, function, self._llm_specs, self._other_wrapper(name, function))
+        return self._other_wrapper(name, function)
+
+    def _other_wrapper(self, name: str, function: Callable[..., Any]) -> Wrapper:
         if name == "generate_response":
             if not self._stage_spans:
                 return flat_llm_wrapper(self._tracer, self._llm_specs, function)

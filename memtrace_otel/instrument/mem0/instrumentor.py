@@ -27,6 +27,7 @@ from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_own, wrapper_for
 from memtrace_otel.instrument.mem0.methods import method_specs
 from memtrace_otel.instrument.mem0.package import _instruments
+from memtrace_otel.instrument.mem0.packed import packed_add_wrapper, packed_default, packed_pass_through
 from memtrace_otel.instrument.mem0.stages import stage_spans_default
 from memtrace_otel.instrument.tracer import MemoryTracer
 
@@ -74,7 +75,9 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
         self.memory_tracer = tracer
         stage_spans = kwargs.get("stage_spans")
         stage_spans = stage_spans_default() if stage_spans is None else bool(stage_spans)
-        self._hooks = StoreHooks(tracer, version.llm_call_specs(), stage_spans=stage_spans)
+        packed = kwargs.get("packed")
+        packed = (packed_default() if packed is None else bool(packed)) and not stage_spans
+        self._hooks = StoreHooks(tracer, version.llm_call_specs(), stage_spans=stage_spans, packed=packed)
         self._wrapped: list[tuple[Any, str, Any]] = []
         module = importlib.import_module(_MODULE)
         specs = method_specs()
@@ -89,8 +92,12 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if method in cls.__dict__:
                     function = cls.__dict__[method]
                     wrapper = wrapper_for(tracer, specs[method], function)
-                    if method == "_create_memory" and not stage_spans \
-                            and not inspect.iscoroutinefunction(function):
+                    sync = not inspect.iscoroutinefunction(function)
+                    if packed and sync and method == "add":
+                        wrapper = packed_add_wrapper(tracer, self._hooks)
+                    elif packed and sync and method in ("_create_memory", "_update_memory", "_delete_memory"):
+                        wrapper = packed_pass_through(wrapper)
+                    elif method == "_create_memory" and not stage_spans and sync:
                         # Inside an add, a write stage straight into its event (flat.py); elsewhere a span.
                         wrapper = flat_create_wrapper(wrapper)
                     wrapt.wrap_function_wrapper(cls, method, wrapper)

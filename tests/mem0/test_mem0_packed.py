@@ -1,0 +1,138 @@
+"""The packed ``add`` (one span, its stages as raw facts in ``memtrace.mem0.add``) builds the graph the stage
+events built.
+
+The scenario of ``test_mem0_stage_shape.py`` (an extraction that gets the fact wrong, more adds, on 1.x an
+UPDATE decision, then a question whose answer fails its gold), run once with the stage events and once
+packed, on the real mem0 of this venv. The graph builder derives the packed add's stage nodes, variables,
+versions and cross-trace edges (``graph/packed.py``); the two graphs must hold the same operations,
+variables, edges, categories, contents and hashes, and every engine that needs no model must give the same
+verdicts. Ids are mapped as ``test_mem0_stage_shape.Canon`` maps them (stage ids are drawn in one shape
+and derived in the other).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_mem0_stage_shape import _BY_DESIGN, Canon, run_scenario, signature, verdicts
+
+from memtrace_otel.graph import build_graph
+from memtrace_otel.graph.packed import PACKED_ADD, packed_links
+from memtrace_otel.instrument.mem0 import mem0_generation
+from memtrace_otel.semconv import MemTrace, MemTraceEvent
+from memtrace_otel.spans import record_from_readable
+from memtrace_otel.spans.linked import missing_linked_traces
+
+
+def _hashes(G: Any, canon: Canon) -> dict[str, str]:
+    return {canon(n): d["hash"] for n, d in G.nodes(data=True) if d["type"] == "variable"}
+
+
+@pytest.mark.parametrize("capture", [True, False], ids=["content", "no-content"])
+def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capture: bool) -> None:
+    events_graph, event_shape = run_scenario(False, llm_server, tmp_path / "events", monkeypatch, capture)
+    packed_graph, packed_shape = run_scenario(False, llm_server, tmp_path / "packed", monkeypatch, capture,
+                                              packed=True)
+
+    # The shape is what it says: one span per add, no stage event, no link, the facts in one attribute.
+    adds = [s for s in packed_shape if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.add"]
+    assert len(adds) == sum(1 for s in event_shape if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.add")
+    assert adds and all(PACKED_ADD in s.attributes and not s.events and not s.links for s in adds)
+    assert len(packed_shape) == len(event_shape)
+    assert not any(e.name == MemTraceEvent.STAGE for s in packed_shape for e in s.events)
+
+    left_nodes, left_edges, left = signature(events_graph)
+    right_nodes, right_edges, right = signature(packed_graph)
+    assert set(left_nodes) == set(right_nodes), set(left_nodes) ^ set(right_nodes)
+    for node, data in left_nodes.items():
+        assert data == right_nodes[node], (node, data, right_nodes[node])
+    assert left_edges == right_edges, left_edges ^ right_edges
+    assert _hashes(events_graph, left) == _hashes(packed_graph, right)
+    # Messages are named by their text's hash, which the mapping hides: the same ids in both, with the
+    # same readers (the mapping names every message alike).
+    messages = [{n: sorted(left(r) for r in G.successors(n)) for n in G if n.startswith("msg:")}
+                for G, left in ((events_graph, left), (packed_graph, right))]
+    assert messages[0] == messages[1] and len(messages[0]) >= 2
+    stages = {d["name"] for d in right_nodes.values() if d["type"] == "operation" and "stage_of" in d} | {
+        d["name"] for n, d in packed_graph.nodes(data=True) if d.get("stage_of")}
+    assert {"mem0.add.extract", "mem0.add.search", "mem0.create"} <= stages
+    if mem0_generation() == 1:
+        assert {"mem0.add.decide", "mem0.update"} <= stages
+    if capture:
+        assert any(d.get("content") == "Moved to Porto in March" for d in right_nodes.values())
+    else:
+        assert not any(d.get("content") for d in right_nodes.values() if d["type"] == "variable")
+    # Times and where the spans were read differ by design; stage_of names the add in both.
+    for G in (events_graph, packed_graph):
+        for _, data in G.nodes(data=True):
+            if data.get("stage_of"):
+                assert G.nodes[f"op:{data['trace_id']}:{data['stage_of']}"]["name"] == "mem0.add"
+    assert {"start", "end"} <= _BY_DESIGN
+
+    found = verdicts(packed_graph, right)
+    assert verdicts(events_graph, left) == found
+    assert any(answers and answers[0][1] is not None for answers in found.values())
+
+    # The writers a packed add read from are links to whoever fetches missing traces: the same traces
+    # the stage events' links named.
+    records = [record_from_readable(s) for s in packed_shape]
+    later = [r for r in records if PACKED_ADD in r.attributes and packed_links(r)]
+    assert later, "no packed add read a record another add wrote: the links are not exercised"
+    written = {r.trace_id for r in records}
+    assert missing_linked_traces(later) == {link.trace_id for r in later for link in packed_links(r)} - {
+        r.trace_id for r in later}
+    assert missing_linked_traces(records) == set() and written
+    # The graph does not depend on the order the spans come in (the messages' versions are counted in
+    # the order of the adds' starts, whatever order they are read in).
+    shuffled = build_graph(list(reversed(records)))
+    assert dict(shuffled.nodes(data=True)) == dict(packed_graph.nodes(data=True))
+    assert set(shuffled.edges) == set(packed_graph.edges)
+
+
+def test_packed_add_survives_an_attribute_length_limit(llm_server: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would cut the packed JSON mid-value: the instrumentor writes it
+    in parts (``memtrace.mem0.add.1`` ...), which the reader joins; the graph is the one without a limit."""
+    whole_graph, _ = run_scenario(False, llm_server, tmp_path / "whole", monkeypatch, False, packed=True)
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "300")
+    cut_graph, cut = run_scenario(False, llm_server, tmp_path / "cut", monkeypatch, False, packed=True)
+    parts = [k for s in cut for k in s.attributes if k.startswith(f"{PACKED_ADD}.")]
+    assert parts, "no packed add was longer than the limit: the parts are not exercised"
+    assert all(len(v) <= 300 for s in cut for k, v in s.attributes.items() if k.startswith(PACKED_ADD))
+    assert not [p for p in cut_graph.graph["problems"] if PACKED_ADD in str(p)]
+    left_nodes, left_edges, _ = signature(whole_graph)
+    right_nodes, right_edges, _ = signature(cut_graph)
+    assert left_nodes == right_nodes and left_edges == right_edges
+
+
+def test_packed_add_keeps_its_texts_in_process(llm_server: Any, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without content capture, in-process attribution reads an add's texts from the tracer's in-process
+    contents (``AttributionSpanProcessor``): the packed add keeps one tuple per add, which the builder
+    gives its variables; they get the contents the stage events' variables get."""
+    import memtrace_otel.instrument.mem0.instrumentor as instrumentor_module
+
+    tracers: list[Any] = []
+
+    class Kept(instrumentor_module.MemoryTracer):  # type: ignore[misc, name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # What an AttributionSpanProcessor on this tracer says (the add keeps its texts only then).
+            self.contents.read_in_process = True
+            tracers.append(self)
+
+    monkeypatch.setattr(instrumentor_module, "MemoryTracer", Kept)
+    contents = []
+    for shape, packed in (("events", False), ("packed", True)):
+        _, spans = run_scenario(False, llm_server, tmp_path / shape, monkeypatch, False, packed=packed)
+        G = build_graph((record_from_readable(s) for s in spans), content=tracers[-1].contents.get)
+        canon = Canon(G)
+        contents.append({canon(n): d["content"] for n, d in G.nodes(data=True)
+                         if d["type"] == "variable" and (n.startswith(("mem0", "msg:")))})
+    assert contents[0] == contents[1]
+    assert "Moved to Porto in March" in contents[1].values()
+    assert any(name.startswith("mem0.add.extract.prompt") and text for name, text in contents[1].items())
