@@ -37,8 +37,9 @@ pays: use it to compare instrumentations and versions of one code, beside the ti
         [--repeat 2] [--variants V,...] [--before DIR] [--keep DIR] [--json]           # needs valgrind
 
 ``--variants`` adds memtrace arms with one of ``mem0_record_less.py``'s variants applied each (what a
-part of memtrace's work costs, in instructions; ``a+b`` applies two at once; ``no-processor``, this
-script's own, leaves the batch processor out: what queuing and exporting the spans costs);
+part of memtrace's work costs, in instructions; ``a+b`` applies two at once), on the stage-event shape they
+take parts out of; this script's own: ``events``, that shape whole (the ``add`` before it was packed), and
+``no-processor``, which leaves the batch processor out (what queuing and exporting the spans costs);
 ``--before DIR`` a memtrace arm importing another checkout; ``--arms`` leaves out arms (``bare`` always
 runs); ``--keep DIR`` keeps callgrind's per-phase files (``<arm>.<pid>.2`` the adds, ``.3`` the
 searches) for ``callgrind_annotate --inclusive=yes``.
@@ -63,6 +64,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 VENVS = Path(os.environ.get("MEMTRACE_MEM0_VENVS", os.path.expanduser("~/.cache/memtrace/venvs")))
 PHASES = ("setup", "add", "search")
+_OWN_VARIANTS = ("no-processor", "events")
+"""Variants this script applies itself: ``no-processor`` (spans made, never queued nor exported) and
+``events`` (``Mem0Instrumentor(packed=False)``: the ``add``'s stages as ``memtrace.stage`` events, the shape
+before the packed ``add``; ``mem0_record_less.py``'s variants act on that shape)."""
 """What the dumps before each ``os.getppid()`` hold: the start-up and warm-up, the adds, the searches."""
 
 
@@ -106,7 +111,7 @@ def _child(args: argparse.Namespace) -> int:
             import mem0_record_less
 
             for name in variants:  # several variants at once: a+b
-                if name == "no-processor":
+                if name in _OWN_VARIANTS:
                     continue
                 if name not in mem0_record_less.VARIANTS:
                     raise SystemExit(f"mem0_instructions: unknown variant {name!r}; known: "
@@ -130,7 +135,10 @@ def _child(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as data:
         memory = Memory.from_config(config(args.server, data))
         if instrumentor is not None:
-            instrumentor.instrument(tracer_provider=provider)
+            # The record-less variants take parts out of the stage-event shape: they imply it.
+            events = any(v != "no-processor" for v in variants)
+            options = {"packed": not events} if args.arm in ("memtrace", "capture") else {}
+            instrumentor.instrument(tracer_provider=provider, **options)
         counter = itertools.count()
 
         def add() -> None:
