@@ -1,7 +1,7 @@
 """A packed mem0 ``add`` (``memtrace.mem0.add``) read back as the span its stage events would have made.
 
 The mem0 instrumentor records an ``add`` as one span whose stages are raw facts in one compact JSON
-attribute (:mod:`memtrace_otel.instrument.mem0.packed`; ``docs/conventions.md``, "The packed
+attribute (:mod:`memtrace_otel.instrument.mem0.packed`; ``docs/conventions.md``, "The packed mem0
 ``add``"): no ``memtrace.stage`` events, no links, no versions but the records' own. :func:`unpack`
 derives from it the span the stage-event shape records for the same call: the ``add`` span's message
 variables (``memtrace.outputs``, ``memtrace.variables``), one ``memtrace.stage`` event per stage with
@@ -19,7 +19,10 @@ What the instrumentor no longer decides, the reader does:
 * a record's version is the one its payload carries (the instrumentor wrote it: 1 on a create, the
   version read plus one on an update), so it is the store's order of writes, whatever process wrote.
 
-A malformed packed attribute is one problem; the span is then read as it is (no stages).
+A record a search returned that carries no lineage (stored untraced) is read as ``mem0:<id>@1`` with
+the empty text's hash (the stage events hashed its payload text, which a packed ``add`` without content
+capture does not record). A malformed packed attribute is one problem; the span is then read as it is
+(no stages).
 """
 
 from __future__ import annotations
