@@ -92,10 +92,13 @@ class PackedAdd:
         self.llm_calls = 0
         self.before: dict[str, tuple[Any, Any]] | None = None
         """Record id -> the lineage its payload carried when a change of this ``add`` read it."""
-        self.kept: list[Any] | None = [] if not self.capture and tracer.contents._max_items else None
-        """Without content capture, the texts in-process attribution reads from the tracer's in-process
-        contents, in the order the graph builder makes their variables (``graph.packed.kept_texts``); a
-        prompt as its messages, joined only when the ``add`` ends."""
+        self.kept: list[Any] | None = [] if not self.capture and tracer.contents.read_in_process else None
+        """Without content capture, and when an in-process attribution reads them (an
+        ``AttributionSpanProcessor`` sets ``read_in_process``), the texts it reads from the tracer's
+        in-process contents, in the order the graph builder makes their variables
+        (``graph.packed.kept_key``); a prompt as its messages, joined when the ``add`` ends. Not
+        otherwise: a tuple and two joined prompts per ``add`` kept alive for nobody cost later calls
+        (``docs/performance.md``, "Eighth pass")."""
 
 
 _current: contextvars.ContextVar[PackedAdd | None] = contextvars.ContextVar("memtrace_mem0_packed",
