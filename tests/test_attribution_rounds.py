@@ -1653,3 +1653,31 @@ def test_a_reader_whose_context_holds_every_gold_word_is_to_blame_whatever_anoth
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops["answer"], ErrorType.RESPONSE), \
         verdict.explanation
+
+
+ROADTRIP_SAID = ("[20 October 2023] Melanie: Hey Caroline, that roadtrip this past weekend was insane! We "
+                 "were all freaked when my son got into an accident. We were so lucky he was okay. It was a "
+                 "real scary experience. Thankfully it's over now. What's been up since we last talked? "
+                 "[shares a photo of a car dashboard with a steering wheel, a crumpled cloth on the "
+                 "passenger seat, a folded paper map, sunglasses and a coffee cup in the cup holder]")
+
+
+@pytest.mark.parametrize(("fact", "blamed", "error_type"), [
+    ("Melanie's son got into an accident during the road trip (20 October 2023).", "search",
+     ErrorType.RETRIEVAL),
+    ("Melanie mentioned that it is over now (20 October 2023).", "extract D18:1", ErrorType.EXTRACTION),
+])
+def test_a_photos_caption_does_not_make_a_fact_of_the_spoken_message_too_small_a_part_of_it(
+        tracer_provider, span_exporter, fact, blamed, error_type):
+    """An abstractive gold ("3" children, from a son and "their brother"): the message says none of its
+    words, and the fact is what the message says. The extraction kept its spoken part (the son's accident)
+    in a unit the search passed over; the photo's caption the app appended is a description beside what
+    Melanie said, and does not make that fact too small a share of the message to restate it: the search
+    is to blame. A fact restating almost nothing of the message (it is over now) left it unstored."""
+    system = _Mem0(tracer_provider)
+    system.add("D17:2", "[19 October 2023] Melanie: I baked bread with my grandmother's recipe.",
+               "Melanie baked bread with her grandmother's recipe (19 October 2023).")
+    system.add("D18:1", ROADTRIP_SAID, fact)
+    system.ask("How many children does Melanie have?", "3", ["D18:1"], ["D17:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)

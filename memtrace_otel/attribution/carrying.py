@@ -15,6 +15,7 @@ lineage; store-wide questions go through the graph's index.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -52,6 +53,8 @@ _PARAPHRASE_MIN_WORDS = 3  # a bare date or name is not a statement to compare
 # A fact written from a message restates one part of it: a tenth of the message's IDF weight (its rare
 # words) ties a statement to it when the gold's words are not there to (an abstractive gold).
 _RESTATED_SHARE = 0.1
+_NOTES = re.compile(r"\[[^\]]*\]")
+"""A bracketed note in a message: a shared photo's caption (``[shares a photo of ...]``), a resolved time."""
 
 
 @dataclass(slots=True)
@@ -106,6 +109,7 @@ class Carrying:
         self._anchor: frozenset[str] | bool | None = False  # False: not computed yet
         self._asked_month: frozenset[str] | None = None
         self._salient: frozenset[str] | None = None
+        self._spoken: frozenset[str] | None = None  # the message's words outside its bracketed notes
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -373,10 +377,19 @@ class Carrying:
         total = math.fsum(said.values())
         if not total:
             return False
+        # A bracketed note beside what the speaker said (the caption an app writes for a shared photo, a
+        # resolved time) is not the message's words: a fact restating the spoken part of a message with a
+        # long caption restates a part of what was said, however small a share of the whole it is.
+        if self._spoken is None:
+            self._spoken = tokenize(_NOTES.sub(" ", index.text(self.evidence) or ""))
+        spoken = {t: w for t, w in said.items() if t in self._spoken}
+        spoken_total = math.fsum(spoken.values())
         # A statement of fewer than three words (a message cut to its first words, "Yeah totally It's
         # ...") says no fact of it, whatever share of the message's words that one word weighs.
         return any(len(tokens - keep) >= _PARAPHRASE_MIN_WORDS
-                   and weighted_share(said, tokens, total) >= _RESTATED_SHARE
+                   and (weighted_share(said, tokens, total) >= _RESTATED_SHARE
+                        or (spoken_total > 0
+                            and weighted_share(spoken, tokens, spoken_total) >= _RESTATED_SHARE))
                    and not index.quoted_message(text) - {self.evidence}
                    for text, tokens in index.pieces(variable))
 
