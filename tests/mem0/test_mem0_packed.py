@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mem0_stage_shape import _BY_DESIGN, Canon, run_scenario, signature, verdicts
+from test_mem0_stage_shape import _BY_DESIGN, Canon, run_scenario, same_signature, signature, verdicts
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.graph.packed import PACKED_ADD, packed_links
@@ -45,12 +45,7 @@ def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_pat
     assert len(packed_shape) == len(event_shape)
     assert not any(e.name == MemTraceEvent.STAGE for s in packed_shape for e in s.events)
 
-    left_nodes, left_edges, left = signature(events_graph)
-    right_nodes, right_edges, right = signature(packed_graph)
-    assert set(left_nodes) == set(right_nodes), set(left_nodes) ^ set(right_nodes)
-    for node, data in left_nodes.items():
-        assert data == right_nodes[node], (node, data, right_nodes[node])
-    assert left_edges == right_edges, left_edges ^ right_edges
+    right_nodes, left, right = same_signature(events_graph, packed_graph)
     assert _hashes(events_graph, left) == _hashes(packed_graph, right)
     # Messages are named by their text's hash, which the mapping hides: the same ids in both, with the
     # same readers (the mapping names every message alike).

@@ -135,6 +135,18 @@ def signature(G: nx.DiGraph) -> tuple[dict[str, Any], set[tuple[str, str, str]],
     return nodes, edges, canon
 
 
+def same_signature(left_graph: nx.DiGraph, right_graph: nx.DiGraph) -> tuple[dict[str, Any], Canon, Canon]:
+    """Assert two graphs have the same nodes (with their data) and edges under the mapping. Returns the
+    right graph's nodes under the mapping and both canons, for the caller's further comparisons."""
+    left_nodes, left_edges, left = signature(left_graph)
+    right_nodes, right_edges, right = signature(right_graph)
+    assert set(left_nodes) == set(right_nodes), set(left_nodes) ^ set(right_nodes)
+    for node, data in left_nodes.items():
+        assert data == right_nodes[node], (node, data, right_nodes[node])
+    assert left_edges == right_edges, left_edges ^ right_edges
+    return right_nodes, left, right
+
+
 def verdicts(G: nx.DiGraph, canon: Canon) -> dict[str, list[tuple[Any, ...]]]:
     found = {}
     for engine in available_engines():
@@ -183,12 +195,7 @@ def test_stage_events_build_the_graph_stage_spans_built(llm_server: Any, tmp_pat
     assert len(event_shape) == len(span_shape) - len(stage_events)
     assert event_names["mem0.add"] == span_names["mem0.add"]
 
-    left_nodes, left_edges, left = signature(spans_graph)
-    right_nodes, right_edges, right = signature(events_graph)
-    assert set(left_nodes) == set(right_nodes), set(left_nodes) ^ set(right_nodes)
-    for node, data in left_nodes.items():
-        assert data == right_nodes[node], (node, data, right_nodes[node])
-    assert left_edges == right_edges, left_edges ^ right_edges
+    right_nodes, left, right = same_signature(spans_graph, events_graph)
     # Variables with content (or, without capture, their hashes), and the stages: not vacuous.
     if capture:
         assert any(d.get("content") == "Moved to Porto in March" for d in right_nodes.values())
