@@ -66,10 +66,14 @@ def is_foreign(attributes: Mapping[str, Any]) -> bool:
     False
     >>> is_foreign({"gen_ai.operation.name": "memory_operation", "gen_ai.memory.operation": "add"})
     True
+    >>> is_foreign({"gen_ai.operation.name": ["update_memory"]})  # not a string: not a memory span
+    False
     """
     if MemTrace.OPERATION_CATEGORY in attributes:
         return False
     operation = attributes.get(GenAI.OPERATION_NAME)
+    if type(operation) is not str:  # a list or map from input is unhashable: no set lookup for it
+        return False
     return operation in _GENAI_MEMORY or (operation == LOONGSUITE_MEMORY
                                           and isinstance(attributes.get(LOONGSUITE_METHOD), str))
 
