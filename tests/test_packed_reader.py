@@ -10,8 +10,9 @@ from typing import Any
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.graph.packed import unpacked
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import MemTrace, MemTraceLink
 from memtrace_otel.spans.model import SpanRecord
+from memtrace_otel.spans.packed_add import writer_links
 
 _KEY = MemTrace.MEM0_ADD
 
@@ -68,3 +69,27 @@ def test_a_malformed_packed_add_is_one_problem_and_the_span_is_read() -> None:
         assert len(problems) == 1, (value, G.graph["problems"])
         assert f"op:{span.trace_id}:{span.span_id}" in G
         assert not any(d.get("stage_of") for _, d in G.nodes(data=True))
+
+
+def test_the_writers_named_without_a_graph_are_the_links_the_reader_gives() -> None:
+    """``spans.packed_add.writer_links`` (what ``memtrace analyze --jaeger`` fetches before a graph exists)
+    walks the packed stages itself: it names what ``unpack`` links, each writer once, never the span
+    itself, and skips what it cannot read."""
+    other, again = f"00-{'e' * 32}-{'1' * 16}-01", f"00-{'f' * 32}-{'2' * 16}-01"
+    span = _add("d1", 100, "msg:D1:1", "r1")
+    mine = f"00-{span.trace_id}-{span.span_id}-01"
+    facts = json.loads(span.attributes[_KEY])
+    facts[3].insert(0, ["search", 90, 95, 10, None, [
+        ["r7", "mem0:r7@2", other], ["r8", "mem0:r8@1", other], ["r9", "mem0:r9@1", mine],
+        ["r0", "untraced", again], ["rx", "mem0:rx@1", "not-a-traceparent"]], None])
+    span.attributes[_KEY] = json.dumps(facts)
+    links = writer_links(span)
+    assert [(link.trace_id, link.span_id, dict(link.attributes)) for link in links] == [
+        ("e" * 32, "1" * 16, {MemTraceLink.VARIABLE: "mem0:r7@2"})]
+    assert links == unpacked([span])[0].links
+    facts[3][0][5].append(7)  # a found item that is not a list: the reader fails, the walk skips it
+    span.attributes[_KEY] = json.dumps(facts)
+    assert writer_links(span) == links
+    for value in ("[1, [", json.dumps([1, [], [], "stages"]), 5):
+        span.attributes[_KEY] = value
+        assert writer_links(span) == []

@@ -32,8 +32,6 @@ from dataclasses import replace
 from hashlib import blake2b
 from typing import Any
 
-import orjson
-
 from memtrace_otel.graph.attributes import report
 from memtrace_otel.semconv import (
     STAGE_LIST_SEPARATOR,
@@ -45,12 +43,11 @@ from memtrace_otel.semconv import (
     MemTraceStage,
 )
 from memtrace_otel.spans.model import Problem, SpanEvent, SpanLink, SpanRecord
+from memtrace_otel.spans.packed_add import PACKED_ADD, PACKED_FORMAT, decode_packed, parse_traceparent
 from memtrace_otel.wire import content_hash
 
-__all__ = ["PACKED_ADD", "is_packed", "kept_key", "message_versions", "packed_links", "unpack", "unpacked"]
+__all__ = ["PACKED_ADD", "is_packed", "kept_key", "message_versions", "unpack", "unpacked"]
 
-PACKED_ADD = MemTrace.MEM0_ADD
-_FORMAT = 1
 _STEPS = ("prompt", "response", "parse")
 _JOIN = STAGE_LIST_SEPARATOR.join
 _SERVER = ("server.address", "server.port")
@@ -61,23 +58,10 @@ def is_packed(span: SpanRecord) -> bool:
 
 
 def _decoded(span: SpanRecord, problems: list[Problem] | None) -> list[Any] | None:
-    a = span.attributes
-    value = a.get(PACKED_ADD)
-    part = 1
-    while type(value) is str and f"{PACKED_ADD}.{part}" in a:  # cut in parts by an attribute length limit
-        more = a[f"{PACKED_ADD}.{part}"]
-        value = value + more if type(more) is str else None
-        part += 1
-    try:
-        packed = orjson.loads(value) if type(value) is str else None
-    except orjson.JSONDecodeError as exc:
-        packed, value = None, f"is not JSON ({exc})"
-    if not (type(packed) is list and len(packed) == 4 and packed[0] == _FORMAT):
-        if problems is not None:
-            shown = value if type(value) is str and value.startswith("is not") else \
-                f"is not a packed add of format {_FORMAT}"
-            report(problems, span, PACKED_ADD, f"{shown}; the span is read without its stages")
-        return None
+    packed, wrong = decode_packed(span)
+    if packed is None and problems is not None:
+        wrong = wrong or f"is not a packed add of format {PACKED_FORMAT}"
+        report(problems, span, PACKED_ADD, f"{wrong}; the span is read without its stages")
     return packed
 
 
@@ -98,17 +82,6 @@ def message_versions(spans: Iterable[SpanRecord]) -> dict[tuple[str, str], dict[
                 own[name] = counts[name] = counts.get(name, 0) + 1
         versions[(span.trace_id, span.span_id)] = own
     return versions
-
-
-def packed_links(span: SpanRecord) -> list[SpanLink]:
-    """The links :func:`unpack` gives ``span``: one per writer of a record its searches read."""
-    packed = _decoded(span, None)
-    if packed is None:
-        return []
-    try:
-        return _Unpacker(span, packed, {}).run()[2]
-    except (TypeError, ValueError, IndexError, KeyError):
-        return []
 
 
 def unpack(span: SpanRecord, versions: dict[str, int], problems: list[Problem],
@@ -292,7 +265,7 @@ class _Unpacker:
     def _record(self, record_id: str, variable_id: Any, traceparent: Any) -> _Var:
         """A record a search returned, as its payload's lineage names it."""
         if type(variable_id) is str and "@" in variable_id:
-            return _Var(variable_id, _parse_traceparent(traceparent))
+            return _Var(variable_id, parse_traceparent(traceparent))
         return _Var(f"mem0:{record_id}@1", None)  # stored untraced: no writer to name
 
     def _search(self, stage: list[Any], sources: list[_Var], retrieved: list[_Var]) -> dict[str, Any]:
@@ -404,16 +377,6 @@ class _Unpacker:
         self._lineage(event, inputs, [after], described)
         event.update(self._write_start(operation, f"mem0.{kind}", category, record_id))
         return event
-
-
-def _parse_traceparent(value: Any) -> tuple[str, str] | None:
-    if type(value) is not str:
-        return None
-    parts = value.split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16 or set(parts[1]) == {"0"} \
-            or set(parts[2]) == {"0"}:
-        return None
-    return parts[1], parts[2]
 
 
 def _captured_retrieval(records: list[tuple[_Var, list[Any]]], limit: int) -> dict[str, Any]:

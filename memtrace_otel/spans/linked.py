@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from memtrace_otel.semconv import WRITEBACK_SCOPE
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.packed_add import PACKED_ADD, writer_links
 from memtrace_otel.spans.readers import SpanReadResult
 
 __all__ = ["LinkedFetch", "fetch_linked_traces", "missing_linked_traces"]
@@ -42,15 +43,13 @@ def missing_linked_traces(spans: Iterable[SpanRecord]) -> set[str]:
     >>> missing_linked_traces([a, SpanRecord("b" * 32, "2" * 16, "write")])
     set()
     """
-    from memtrace_otel.graph.packed import PACKED_ADD, packed_links  # the graph package imports this one
-
     spans = list(spans)
     present = {(span.trace_id, span.span_id) for span in spans}
     # A write-back span links a verdict to the other trace it concerns, not to data it was made from:
     # following it would pull unrelated traces (other failures) into the lineage. A packed mem0 add
-    # names its writers inside its packed attribute (graph/packed.py), not as links.
+    # names its writers inside its packed attribute (spans/packed_add.py), not as links.
     return {link.trace_id for span in spans if span.scope_name != WRITEBACK_SCOPE
-            for link in (packed_links(span) + span.links if PACKED_ADD in span.attributes else span.links)
+            for link in (writer_links(span) + span.links if PACKED_ADD in span.attributes else span.links)
             if (link.trace_id, link.span_id) not in present}
 
 

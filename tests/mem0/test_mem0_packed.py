@@ -19,11 +19,12 @@ import pytest
 from test_mem0_stage_shape import _BY_DESIGN, Canon, run_scenario, same_signature, signature, verdicts
 
 from memtrace_otel.graph import build_graph
-from memtrace_otel.graph.packed import PACKED_ADD, packed_links
+from memtrace_otel.graph.packed import PACKED_ADD, unpacked
 from memtrace_otel.instrument.mem0 import mem0_generation
 from memtrace_otel.semconv import MemTrace, MemTraceEvent
 from memtrace_otel.spans import record_from_readable
 from memtrace_otel.spans.linked import missing_linked_traces
+from memtrace_otel.spans.packed_add import writer_links
 
 
 def _hashes(G: Any, canon: Canon) -> dict[str, str]:
@@ -75,10 +76,13 @@ def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_pat
     # The writers a packed add read from are links to whoever fetches missing traces: the same traces
     # the stage events' links named.
     records = [record_from_readable(s) for s in packed_shape]
-    later = [r for r in records if PACKED_ADD in r.attributes and packed_links(r)]
+    later = [r for r in records if PACKED_ADD in r.attributes and writer_links(r)]
     assert later, "no packed add read a record another add wrote: the links are not exercised"
+    # The spans layer's walk of the packed stages names the links the graph reader gives each span.
+    for record, read in zip(later, unpacked(later), strict=True):
+        assert writer_links(record) == read.links
     written = {r.trace_id for r in records}
-    assert missing_linked_traces(later) == {link.trace_id for r in later for link in packed_links(r)} - {
+    assert missing_linked_traces(later) == {link.trace_id for r in later for link in writer_links(r)} - {
         r.trace_id for r in later}
     assert missing_linked_traces(records) == set() and written
     # The graph does not depend on the order the spans come in (the messages' versions are counted in
