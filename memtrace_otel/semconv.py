@@ -211,6 +211,10 @@ class MemTrace:
     MEM0_ADD = "memtrace.mem0.add"
     """A packed mem0 ``add``: its stages' raw facts as compact JSON, from which the graph builder derives
     what its stage events recorded (``docs/conventions.md``, "The packed mem0 ``add``")."""
+    MEM0_SEARCH = "memtrace.mem0.search"
+    """A packed mem0 ``search``: its query, context and returned records' lineage as compact JSON, from
+    which the graph builder derives its inputs, outputs and links (``docs/conventions.md``, "The packed
+    mem0 ``search``")."""
 
     EVALUATION_PASSED = "memtrace.evaluation.passed"
     """Verdict of an evaluation operation."""

@@ -48,6 +48,7 @@ from memtrace_otel.graph.foreign import covered, is_foreign, lineage_spans, sear
 from memtrace_otel.graph.genai_steps import GenAICalls, add_genai_steps
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.packed import PACKED_ADD, kept_key, message_versions, unpack
+from memtrace_otel.graph.packed_search import PACKED_SEARCH, unpack_search
 from memtrace_otel.graph.stages import has_stages, stage_records
 from memtrace_otel.graph.verdicts import evaluator_node, evaluator_node_id, resolve_targets
 from memtrace_otel.semconv import (
@@ -81,6 +82,7 @@ ContentLookup = Callable[[str], "str | None"]
 
 _CONTENT_REF, _TEXTS_REF = MemTrace.CONTENT_REF, MemTrace.EVALUATION_TEXTS_REF
 _PACKED = PACKED_ADD
+_PACKED_SEARCH = PACKED_SEARCH
 
 _INPUTS, _OUTPUTS, _DELETED = MemTrace.INPUTS, MemTrace.OUTPUTS, MemTrace.DELETED
 _VARIABLES, _VARIABLE_CONTENTS = MemTrace.VARIABLES, MemTrace.VARIABLE_CONTENTS
@@ -317,6 +319,9 @@ class _Builder:
         if _PACKED in a:  # its messages' versions are the order of all packed adds: read at the end
             self.packed.append(span)
             return
+        if _PACKED_SEARCH in a:  # a packed search needs nothing but itself: read as the generic shape now
+            span = unpack_search(span, problems)
+            a = span.attributes
         if _CATEGORY not in a and is_foreign(a):
             self.foreign.append(span)  # read by its record ids once every span is in (add_foreign)
             return

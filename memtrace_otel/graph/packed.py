@@ -33,6 +33,7 @@ from hashlib import blake2b
 from typing import Any
 
 from memtrace_otel.graph.attributes import report
+from memtrace_otel.graph.packed_search import PACKED_SEARCH, unpack_search
 from memtrace_otel.semconv import (
     STAGE_LIST_SEPARATOR,
     GenAI,
@@ -105,15 +106,14 @@ def unpack(span: SpanRecord, versions: dict[str, int], problems: list[Problem],
 
 
 def unpacked(spans: Iterable[SpanRecord]) -> list[SpanRecord]:
-    """``spans`` with every packed ``add`` as the span its stage events would have made (the builder's
-    reading, for tools and tests that look at spans rather than the graph)."""
+    """``spans`` with every packed ``add`` as the span its stage events would have made, and every packed
+    ``search`` as the generic shape's (:mod:`.packed_search`): the builder's reading, for tools and tests
+    that look at spans rather than the graph."""
     spans = list(spans)
     packed = [s for s in spans if PACKED_ADD in s.attributes]
-    if not packed:
-        return spans
     versions, problems = message_versions(packed), list[Problem]()
     return [unpack(s, versions.get((s.trace_id, s.span_id), {}), problems) if PACKED_ADD in s.attributes
-            else s for s in spans]
+            else unpack_search(s, problems) if PACKED_SEARCH in s.attributes else s for s in spans]
 
 
 def kept_key(trace_id: str, span_id: str) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from memtrace_otel.semconv import WRITEBACK_SCOPE
 from memtrace_otel.spans.backend import TraceBackend
-from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.model import Problem, SpanLink, SpanRecord
 from memtrace_otel.spans.packed_add import PACKED_ADD, writer_links
+from memtrace_otel.spans.packed_search import PACKED_SEARCH, search_writer_links
 from memtrace_otel.spans.readers import SpanReadResult
 
 __all__ = ["LinkedFetch", "fetch_linked_traces", "missing_linked_traces"]
@@ -47,10 +48,20 @@ def missing_linked_traces(spans: Iterable[SpanRecord]) -> set[str]:
     present = {(span.trace_id, span.span_id) for span in spans}
     # A write-back span links a verdict to the other trace it concerns, not to data it was made from:
     # following it would pull unrelated traces (other failures) into the lineage. A packed mem0 add
-    # names its writers inside its packed attribute (spans/packed_add.py), not as links.
+    # or search names its writers inside its packed attribute (spans/packed_add.py, packed_search.py),
+    # not as links.
     return {link.trace_id for span in spans if span.scope_name != WRITEBACK_SCOPE
-            for link in (writer_links(span) + span.links if PACKED_ADD in span.attributes else span.links)
-            if (link.trace_id, link.span_id) not in present}
+            for link in _links(span) if (link.trace_id, link.span_id) not in present}
+
+
+def _links(span: SpanRecord) -> list[SpanLink]:
+    """The links ``span`` has once the graph builder reads it: a packed add's or search's writers too."""
+    a = span.attributes
+    if PACKED_ADD in a:
+        return writer_links(span) + span.links
+    if PACKED_SEARCH in a:
+        return search_writer_links(span) + span.links
+    return span.links
 
 
 def fetch_linked_traces(result: SpanReadResult, backend: TraceBackend, *, rounds: int = 5) -> LinkedFetch:

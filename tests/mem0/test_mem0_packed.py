@@ -12,11 +12,12 @@ and derived in the other).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mem0_stage_shape import _BY_DESIGN, Canon, run_scenario, same_signature, signature, verdicts
+from test_mem0_stage_shape import _BY_DESIGN, _UUID, Canon, run_scenario, same_signature, signature, verdicts
 
 from memtrace_otel.graph import build_graph
 from memtrace_otel.graph.packed import PACKED_ADD, unpacked
@@ -25,6 +26,7 @@ from memtrace_otel.semconv import MemTrace, MemTraceEvent
 from memtrace_otel.spans import record_from_readable
 from memtrace_otel.spans.linked import missing_linked_traces
 from memtrace_otel.spans.packed_add import writer_links
+from memtrace_otel.spans.packed_search import PACKED_SEARCH, search_writer_links
 
 
 def _hashes(G: Any, canon: Canon) -> dict[str, str]:
@@ -45,6 +47,13 @@ def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_pat
     assert adds and all(PACKED_ADD in s.attributes and not s.events and not s.links for s in adds)
     assert len(packed_shape) == len(event_shape)
     assert not any(e.name == MemTraceEvent.STAGE for s in packed_shape for e in s.events)
+    # The search too: one span, no link, its lineage in one attribute (the stage-event run keeps the generic
+    # search, whose span has its memtrace.inputs and its writers' links).
+    searches = [s for s in packed_shape if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search"]
+    assert searches and all(PACKED_SEARCH in s.attributes and not s.links
+                            and MemTrace.INPUTS not in s.attributes for s in searches)
+    assert all(PACKED_SEARCH not in s.attributes and MemTrace.INPUTS in s.attributes for s in event_shape
+               if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search")
 
     right_nodes, left, right = same_signature(events_graph, packed_graph)
     assert _hashes(events_graph, left) == _hashes(packed_graph, right)
@@ -68,6 +77,20 @@ def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_pat
             if data.get("stage_of"):
                 assert G.nodes[f"op:{data['trace_id']}:{data['stage_of']}"]["name"] == "mem0.add"
     assert {"start", "end"} <= _BY_DESIGN
+
+    # Span by span, a packed search read back is the generic search (ids mapped): the same inputs, context
+    # output, descriptors, contents, GenAI retrieval attributes and links to the records' writers.
+    generic = [record_from_readable(s) for s in event_shape
+               if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search"]
+    read = unpacked([record_from_readable(s) for s in searches])
+    assert len(generic) == len(read) and any(r.links for r in read)
+    for before, after in zip(generic, read, strict=True):
+        assert left(before.attributes) == right(after.attributes)
+        assert [(left(k.trace_id), left(k.span_id), left(dict(k.attributes))) for k in before.links] == [
+            (right(k.trace_id), right(k.span_id), right(dict(k.attributes))) for k in after.links]
+        assert [(k.trace_id, k.span_id) for k in search_writer_links(record_from_readable(
+            next(s for s in searches if f"{s.context.span_id:016x}" == after.span_id)))] == [
+            (k.trace_id, k.span_id) for k in after.links]
 
     found = verdicts(packed_graph, right)
     assert verdicts(events_graph, left) == found
@@ -131,7 +154,77 @@ def test_packed_add_keeps_its_texts_in_process(llm_server: Any, tmp_path: Path,
         G = build_graph((record_from_readable(s) for s in spans), content=tracers[-1].contents.get)
         canon = Canon(G)
         contents.append({canon(n): d["content"] for n, d in G.nodes(data=True)
-                         if d["type"] == "variable" and (n.startswith(("mem0", "msg:")))})
+                         if d["type"] == "variable" and n.startswith(("mem0", "msg:", "query:", "context:"))})
     assert contents[0] == contents[1]
     assert "Moved to Porto in March" in contents[1].values()
+    # The search's query and context too (the packed search keeps them only for such a reader).
+    assert any(name.startswith("context:") and "Porto" in text for name, text in contents[1].items())
+    assert any(name.startswith("query:") and text for name, text in contents[1].items())
     assert any(name.startswith("mem0.add.extract.prompt") and text for name, text in contents[1].items())
+
+
+def _searches(packed: bool, server: Any, data: Path, monkeypatch: pytest.MonkeyPatch,
+              capture: bool) -> list[Any]:
+    """A record stored untraced, one stored traced, a search returning both, and a search mem0 refuses
+    (no user, agent or run id): the search spans as the graph builder reads them, ids by their place."""
+    import random
+    import uuid
+
+    from mem0 import Memory
+    from mem0_app import USER, config, scope
+    from mem0_script import add_replies
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from memtrace_otel.instrument.mem0 import Mem0Instrumentor
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", str(capture).lower())
+    seeded = random.Random(41)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=seeded.getrandbits(128), version=4))
+    memory = Memory.from_config(config(server.base_url, str(data)))
+    exporter, provider, instrumentor = InMemorySpanExporter(), TracerProvider(), Mem0Instrumentor()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        server.enqueue(*add_replies(["Lives in Lisbon"]))
+        memory.add("I live in Lisbon.", user_id=USER)  # before the instrumentor: no lineage in its payload
+        instrumentor.instrument(tracer_provider=provider, packed=packed)
+        server.enqueue(*add_replies(["Has a dog called Pepper"]))
+        memory.add("I have a dog called Pepper.", user_id=USER)
+        assert len(memory.search("Where does the user live?", **scope(user_id=USER))["results"]) == 2
+        with pytest.raises(Exception, match="user_id"):
+            memory.search("Where does the user live?")
+    finally:
+        instrumentor.uninstrument()
+        close = getattr(memory, "close", None)
+        if callable(close):
+            close()
+    spans = [record_from_readable(s) for s in exporter.get_finished_spans()]
+    provider.shutdown()
+    # Ids by their place: spans by their order, record ids (mem0's uuid4, drawn a different number of
+    # times in the two runs) by the order the searches name them.
+    place = {i: f"#{n}" for n, s in enumerate(spans) for i in (s.trace_id, s.span_id)}
+    found = []
+    for span in unpacked(spans):
+        if span.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search":
+            found.append((span.attributes, span.status_code,
+                          [(place[k.trace_id], place[k.span_id], dict(k.attributes)) for k in span.links]))
+    text = json.dumps(found, sort_keys=True)
+    records: dict[str, str] = {}
+    for record in _UUID.findall(text):
+        records.setdefault(record, f"record#{len(records)}")
+    return json.loads(_UUID.sub(lambda m: records[m.group(0)], text))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("capture", [True, False], ids=["content", "no-content"])
+def test_packed_search_reads_as_the_generic_search_with_untraced_records_and_errors(
+        llm_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capture: bool) -> None:
+    """The cases the scenario above has not: a returned record that carries no lineage (read by its name,
+    version 1, with the empty text's hash, and no text in the context) and a search that raised (its query
+    read, nothing retrieved): the packed search read back is the generic one, attribute for attribute."""
+    generic = _searches(False, llm_server, tmp_path / "generic", monkeypatch, capture)
+    packed = _searches(True, llm_server, tmp_path / "packed", monkeypatch, capture)
+    assert len(generic) == 2 and generic[1][1] == "ERROR" and MemTrace.OUTPUTS not in generic[1][0]
+    assert MemTrace.INPUTS in generic[1][0]
+    assert len(generic[0][0][MemTrace.INPUTS]) == 3 and len(generic[0][2]) == 1
+    assert packed == generic

@@ -28,6 +28,7 @@ from memtrace_otel.instrument.mem0.lifecycle import propagate_context, unwrap_ow
 from memtrace_otel.instrument.mem0.methods import method_specs
 from memtrace_otel.instrument.mem0.package import _instruments
 from memtrace_otel.instrument.mem0.packed import packed_add_wrapper, packed_default, packed_pass_through
+from memtrace_otel.instrument.mem0.packed_search import packed_search_wrapper
 from memtrace_otel.instrument.mem0.stages import stage_spans_default
 from memtrace_otel.instrument.tracer import MemoryTracer
 
@@ -95,6 +96,8 @@ class Mem0Instrumentor(BaseInstrumentor):  # type: ignore[misc]
                     sync = not inspect.iscoroutinefunction(function)
                     if packed and sync and method == "add":
                         wrapper = packed_add_wrapper(tracer, self._hooks)
+                    elif packed and sync and method == "search":
+                        wrapper = packed_search_wrapper(tracer, function)
                     elif packed and sync and method in ("_create_memory", "_update_memory", "_delete_memory"):
                         wrapper = packed_pass_through(wrapper)
                     elif method == "_create_memory" and not stage_spans and sync:

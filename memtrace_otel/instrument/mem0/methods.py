@@ -43,6 +43,7 @@ __all__ = [
     "context_name",
     "read_result",
     "result_items",
+    "scoped_context_name",
     "search_scope",
 ]
 
@@ -214,9 +215,14 @@ def context_name(query: str, *, user_id: str | None = None, agent_id: str | None
     >>> context_name("Where does the user live?", user_id="ana")
     'context:mem0-user_id=ana-3da07c86f653cc1c'
     """
-    ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    return scoped_context_name(text_hash(query), {"user_id": user_id, "agent_id": agent_id, "run_id": run_id})
+
+
+def scoped_context_name(digest: str, ids: Mapping[str, str | None]) -> str:
+    """:func:`context_name` of a query whose ``text_hash`` is ``digest``, scoped by ``ids`` (in the order
+    user, agent, run, as :func:`search_scope` gives them; empty ones left out)."""
     scope = "".join(f"{key}={value}-" for key, value in ids.items() if value)
-    return f"{_CONTEXT_PREFIX}{scope}{text_hash(query)}"
+    return f"{_CONTEXT_PREFIX}{scope}{digest}"
 
 
 def search_scope(arguments: Arguments) -> dict[str, str]:
