@@ -32,8 +32,9 @@ from memtrace_otel.spans import record_from_readable
 
 @pytest.fixture(autouse=True)
 def _stage_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests read the spans of the stage-event shape (``MEMTRACE_MEM0_PACKED=false``); the packed
-    ``add``, the default, is compared with it by ``test_mem0_packed.py`` (the same graph and verdicts)."""
+    """These tests read the spans of the stage-event shape and the generic ``search``
+    (``MEMTRACE_MEM0_PACKED=false``); the packed ``add`` and ``search``, the default, are compared with
+    them by ``test_mem0_packed.py`` (the same graph and verdicts)."""
     monkeypatch.setenv("MEMTRACE_MEM0_PACKED", "false")
 
 
