@@ -15,7 +15,11 @@ the same call (``methods.SearchSpec``):
 * ``memtrace.variables``: the descriptors of the query, of the records without a writer (the empty
   text's hash: the generic shape read them by name, without their text) and of the context;
 * one link per writer of the returned records, each once, the search's own parent left out;
-* with content capture, the contents and the GenAI query text and records the generic shape set.
+* with content capture, the contents and the GenAI query text and records the generic shape set. The
+  instrumentor puts those two on the span too (for trace backends, which read no packed facts); derived
+  here from the packed facts, they replace the span's own: the same values, read one way, whether the
+  span was written before it carried them or its copies were cut by an attribute length limit (which
+  the packed parts survive).
 
 A malformed packed attribute is one problem; the span is then read without its lineage.
 """
@@ -51,7 +55,7 @@ def unpack_search(span: SpanRecord, problems: list[Problem]) -> SpanRecord:
                "the span is read without its lineage")
         return replace(span, attributes=attributes)
     try:
-        attributes.update(_lineage(packed))
+        attributes.update(_lineage(packed))  # over the span's own GenAI content keys, when it carries them
         links = search_writer_links(span, packed)
     except (TypeError, ValueError, IndexError, KeyError) as exc:
         report(problems, span, PACKED_SEARCH, f"holds a malformed value ({type(exc).__name__}: {exc}); "

@@ -22,11 +22,14 @@ from test_mem0_stage_shape import _BY_DESIGN, _UUID, Canon, run_scenario, same_s
 from memtrace_otel.graph import build_graph
 from memtrace_otel.graph.packed import PACKED_ADD, unpacked
 from memtrace_otel.instrument.mem0 import mem0_generation
-from memtrace_otel.semconv import MemTrace, MemTraceEvent
+from memtrace_otel.semconv import GenAI, MemTrace, MemTraceEvent
 from memtrace_otel.spans import record_from_readable
 from memtrace_otel.spans.linked import missing_linked_traces
 from memtrace_otel.spans.packed_add import writer_links
 from memtrace_otel.spans.packed_search import PACKED_SEARCH, search_writer_links
+
+_SEARCH_CONTENT = {GenAI.MEMORY_QUERY_TEXT, GenAI.MEMORY_RECORDS}
+"""The opt-in GenAI content keys of a search span (``SearchSpec.end``, ``Operation.record_retrieval``)."""
 
 
 def _hashes(G: Any, canon: Canon) -> dict[str, str]:
@@ -91,6 +94,26 @@ def test_packed_add_builds_the_graph_stage_events_built(llm_server: Any, tmp_pat
         assert [(k.trace_id, k.span_id) for k in search_writer_links(record_from_readable(
             next(s for s in searches if f"{s.context.span_id:016x}" == after.span_id)))] == [
             (k.trace_id, k.span_id) for k in after.links]
+
+    # The raw spans a trace backend shows (before any reading) carry the GenAI content keys the generic
+    # spans carried, with content capture only: the search's query text and records (which the reading
+    # derives again, to the same values) and the records the add stored (AddSpec.end).
+    raw = [record_from_readable(s) for s in searches]
+    generic_adds = [record_from_readable(s) for s in event_shape
+                    if s.attributes.get(MemTrace.OPERATION_NAME) == "mem0.add"]
+    raw_adds = [record_from_readable(s) for s in adds]
+    if capture:
+        for before, packed_span, after in zip(generic, raw, read, strict=True):
+            carried = {k: packed_span.attributes[k] for k in _SEARCH_CONTENT}
+            assert carried == {k: after.attributes[k] for k in _SEARCH_CONTENT}
+            assert left({k: before.attributes[k] for k in _SEARCH_CONTENT}) == right(carried)
+        assert any(json.loads(s.attributes[GenAI.MEMORY_RECORDS]) for s in raw)
+        assert [left(s.attributes[GenAI.MEMORY_RECORDS]) for s in generic_adds] == [
+            right(s.attributes[GenAI.MEMORY_RECORDS]) for s in raw_adds]
+        assert any("Porto" in s.attributes[GenAI.MEMORY_RECORDS] for s in raw_adds)
+    else:
+        assert not any(_SEARCH_CONTENT & s.attributes.keys() for s in [*generic, *raw, *read])
+        assert not any(GenAI.MEMORY_RECORDS in s.attributes for s in [*generic_adds, *raw_adds])
 
     found = verdicts(packed_graph, right)
     assert verdicts(events_graph, left) == found
@@ -206,10 +229,12 @@ def _searches(packed: bool, server: Any, data: Path, monkeypatch: pytest.MonkeyP
     # times in the two runs) by the order the searches name them.
     place = {i: f"#{n}" for n, s in enumerate(spans) for i in (s.trace_id, s.span_id)}
     found = []
-    for span in unpacked(spans):
+    for as_made, span in zip(spans, unpacked(spans), strict=True):
         if span.attributes.get(MemTrace.OPERATION_NAME) == "mem0.search":
-            found.append((span.attributes, span.status_code,
-                          [(place[k.trace_id], place[k.span_id], dict(k.attributes)) for k in span.links]))
+            # The GenAI content keys as the span itself carries them, before any reading derives them.
+            carried = {k: v for k, v in as_made.attributes.items() if k in _SEARCH_CONTENT}
+            links = [(place[k.trace_id], place[k.span_id], dict(k.attributes)) for k in span.links]
+            found.append((span.attributes, span.status_code, links, carried))
     text = json.dumps(found, sort_keys=True)
     records: dict[str, str] = {}
     for record in _UUID.findall(text):
@@ -228,4 +253,7 @@ def test_packed_search_reads_as_the_generic_search_with_untraced_records_and_err
     assert len(generic) == 2 and generic[1][1] == "ERROR" and MemTrace.OUTPUTS not in generic[1][0]
     assert MemTrace.INPUTS in generic[1][0]
     assert len(generic[0][0][MemTrace.INPUTS]) == 3 and len(generic[0][2]) == 1
+    # With capture the successful search carries its content keys (the untraced record's text empty, as the
+    # generic rule has it), the failed one none; without capture neither does.
+    assert [bool(search[3]) for search in generic] == [capture, False]
     assert packed == generic

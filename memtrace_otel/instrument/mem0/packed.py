@@ -39,8 +39,15 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Status, StatusCode
 
 from memtrace_otel.config import env_flag
+from memtrace_otel.instrument.genai import stored_records_attributes
 from memtrace_otel.instrument.mem0.lifecycle import Binder, warn_once
-from memtrace_otel.instrument.mem0.methods import AddSpec, app_message_ids, messages_of, result_items
+from memtrace_otel.instrument.mem0.methods import (
+    AddSpec,
+    app_message_ids,
+    messages_of,
+    result_items,
+    stored_records,
+)
 from memtrace_otel.instrument.mem0.pipeline import LlmCallSpec
 from memtrace_otel.instrument.mem0.scope import message_name
 from memtrace_otel.instrument.tracer import MemoryTracer
@@ -225,6 +232,11 @@ def _end(span: Any, add: PackedAdd | None, llm: Any, result: Any, exc: BaseExcep
             attributes[GenAI.MEMORY_RECORD_COUNT] = len(items)
             attributes[MemTrace.OPERATION_OUTCOME] = (",".join(sorted({str(i.get("event")) for i in items}))
                                                       if items else "noop")
+            if add is not None and add.capture:
+                # AddSpec.end's opt-in gen_ai.memory.records on the add span: the records mem0 says it
+                # stored, which the span a user sees in a trace backend carries as the generic one did.
+                attributes.update(stored_records_attributes(stored_records(items), capture=True,
+                                                            limit=add.tracer.content_max_chars))
         else:
             attributes[GenAI.ERROR_TYPE] = type(exc).__qualname__
             span.record_exception(exc)

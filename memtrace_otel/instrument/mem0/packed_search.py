@@ -28,10 +28,12 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Status, StatusCode
 
+from memtrace_otel.instrument.genai import RetrievedRecord, retrieval_attributes
 from memtrace_otel.instrument.mem0.lifecycle import Binder, warn_once
 from memtrace_otel.instrument.mem0.methods import SearchSpec, scoped_context_name, search_scope
 from memtrace_otel.instrument.mem0.scope import _variable_id
 from memtrace_otel.instrument.tracer import MemoryTracer
+from memtrace_otel.instrument.variables import Variable
 from memtrace_otel.semconv import Category, GenAI, GenAIOperation, MemTrace, RecordMetadata, VariableKind
 from memtrace_otel.wire import content_hash
 
@@ -50,6 +52,7 @@ _attach, _detach, _in_context = otel_context.attach, otel_context.detach, trace.
 _dumps = orjson.dumps
 _CONTEXT = VariableKind.CONTEXT
 _COUNT, _TOP_K = GenAI.MEMORY_RECORD_COUNT, GenAI.RETRIEVAL_TOP_K
+_MEMORY_UNIT = VariableKind.MEMORY_UNIT
 
 
 def packed_search_wrapper(tracer: MemoryTracer, function: Callable[..., Any]) -> Wrapper:
@@ -117,7 +120,8 @@ def _end(span: Any, tracer: MemoryTracer, bind: Binder, top_k_default: tuple[str
 def _facts(span: Any, tracer: MemoryTracer, arguments: Mapping[str, Any], query: Any, top_k: Any,
            result: Any, exc: BaseException | None) -> dict[str, Any]:
     """The span's end attributes: the packed facts, and the GenAI retrieval attributes the generic shape
-    sets (``SearchSpec.end``: the record count and top-k; on an error only ``error.type``)."""
+    sets (``SearchSpec.end``: the record count and top-k, with content capture the query text and the
+    records; on an error only ``error.type``)."""
     capture, uploader, limit = tracer.capture_content, tracer.uploader, tracer.content_max_chars
     keep = not capture and tracer.contents.read_in_process
     attributes: dict[str, Any] = {}
@@ -159,6 +163,8 @@ def _facts(span: Any, tracer: MemoryTracer, arguments: Mapping[str, Any], query:
         attributes[_COUNT] = len(records)
         if isinstance(top_k, int):
             attributes[_TOP_K] = top_k
+        if capture:  # the raw span a trace backend shows carries the GenAI content keys, as the generic one
+            attributes.update(_captured(query, records, limit))
         if query_digest is not None:
             text = "\n".join(texts)
             context_id = scoped_context_name(query_digest, search_scope(arguments))
@@ -187,6 +193,20 @@ def _facts(span: Any, tracer: MemoryTracer, arguments: Mapping[str, Any], query:
         for part in range(1, -(-len(packed) // limit_of_value)):
             attributes[f"{PACKED_SEARCH}.{part}"] = packed[part * limit_of_value:(part + 1) * limit_of_value]
     return attributes
+
+
+def _captured(query: Any, records: list[Any], limit: int) -> dict[str, Any]:
+    """With content capture, the GenAI content attributes the generic search sets (``SearchSpec.end`` through
+    ``Operation.record_retrieval``), by its helper: ``gen_ai.memory.query.text`` (a string query) and
+    ``gen_ai.memory.records`` (each returned record's id, text and score; a record without lineage has no
+    text there either). The graph builder derives the same two from the packed facts."""
+    # Only the record's id, text and score reach the JSON: the variable is a carrier, named by the id.
+    found = [RetrievedRecord(Variable(record_id, 0, _MEMORY_UNIT, text), score, record_id)
+             for record_id, _, _, text, score in records]
+    captured = retrieval_attributes(found, memory=True, query=query if type(query) is str else None,
+                                    capture=True, limit=limit)
+    del captured[_COUNT]  # already set, as without capture
+    return captured
 
 
 def _items(result: Any) -> list[Mapping[str, Any]]:
