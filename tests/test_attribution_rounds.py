@@ -522,6 +522,34 @@ def test_the_loss_of_a_unit_stating_the_whole_gold_competes_though_its_message_d
     assert (verdict.operation, verdict.error_type) == (system.ops["delete D8:14"], ErrorType.DELETION)
 
 
+DANCE = "What does Jon's dance make him?"
+
+
+@pytest.mark.parametrize(("said_on", "blamed", "error_type"), [
+    ("9 April 2023", "update D9:4", ErrorType.UPDATE),
+    ("2 January 2023", "extract D9:5", ErrorType.EXTRACTION),
+])
+def test_the_later_removal_of_a_unit_of_the_evidences_day_stating_the_answer_decided(
+        tracer_provider, span_exporter, said_on, blamed, error_type):
+    """The evidence turn's extraction stored nothing of "dancing makes me so happy"; the other speaker's turn
+    before it ("you look so happy when you dance!") was stored, and a wrong update overwrote it later. The
+    day's turns talk about one thing: while that unit was stored memory held the answer, and the overwrite,
+    not the extraction, lost it. The same words said on another day are another occasion's: the extraction
+    stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D9:4", f"[{said_on}] Gina: Wow Jon, you look so happy when you dance!",
+               f"Gina mentioned that wow Jon, you look so happy when you dance! ({said_on}).")
+    system.add("D9:5", "[9 April 2023] Jon: Yeah, Gina! It's been tough, but I'm living my true self. "
+               "Dancing makes me so happy, and now I get to share that with other people.", None)
+    system.add("D10:2", "[25 April 2023] Jon: I signed the lease for the new studio space.",
+               "Jon signed the lease for a new studio space (25 April 2023).")
+    system.overwrite("D9:4", "Gina advises Jon to focus on the big goal, get support, and dance it out to "
+                     "stay motivated during tough times in business (25 April 2023).")
+    system.ask(DANCE, "happy", ["D9:5"], ["D10:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 SAMANTHA = "Whose phone number did James receive during the beach outing?"
 SAMANTHA_FACT = ("James is considering asking a girl named Samantha out on a date after they met at the "
                  "beach outing (11 August 2022).")

@@ -89,6 +89,11 @@ off the graph without a model:
    statement the update decision that read its facts found already stored (a
    memory it was shown keeps the statement, and it wrote nothing new): the
    statement is followed into that memory.
+   A loss of the evidence's own fact (an extraction that dropped it, a
+   removal of its unit) yields to a later write, before the question, that
+   removed a unit of the evidence's day stating the whole gold with a word of
+   the question: the turn beside the one an evidence id names often says the
+   answer, and memory held it until that write.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule; a verdict is grounded in
@@ -159,6 +164,7 @@ from memtrace_otel.attribution.survival import (
     Fate,
     held_already,
     keeps,
+    removed_on_day,
     statement_fate,
     statement_loss,
     stating_gold,
@@ -894,6 +900,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     verdict = verdict or _write_side(case, carries, asked, stated)
     if verdict is None:
         return None
+    if stated is not None and not structural:
+        verdict = _removed_beside(case, carries, verdict, stated, asked) or verdict
     if verdict.error_type is ErrorType.RETRIEVAL and stated is not None and not structural:
         verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked)) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
@@ -909,6 +917,31 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     elif info.source != "gold":
         verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
+
+
+def _removed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
+                    asked: frozenset[str]) -> Verdict | None:
+    """The write that later removed a unit of the evidence's day stating the whole gold with a word of the
+    question (:func:`.survival.removed_on_day`), when ``verdict`` blames a loss of the evidence's own fact (an
+    extraction that dropped it, a removal of its unit); ``None`` when no such write came after it.
+
+    An evidence id names one turn, and the answer is often said in the turn beside it (the other speaker's
+    lead-in or reply, "you look so happy when you dance!"). While a unit of that turn stated the answer,
+    memory held it: the named turn's loss decided nothing, and a repaired one would have met the same later
+    write. That write, the last removal of the answer from memory, did.
+    """
+    if verdict.error_type not in _LOSS_TYPES | {ErrorType.EXTRACTION}:
+        return None
+    index = case.index
+    loss = removed_on_day(case, gold, carries.info.exact, asked, session_of=carries.evidence,
+                          since=index.order(verdict.operation))
+    if loss is None:
+        return None
+    op, before, after = loss
+    verb = "deleted" if index.data(after).get("deleted") or index.is_deletion_marker(after) else "overwrote"
+    return Verdict(op, _loss_type(index, op, after), f"it {verb} {before}, a unit of the evidence's day "
+                   "stating the whole answer, after the evidence's own fact was lost", before,
+                   alternatives=[verdict.operation, *verdict.alternatives])
 
 
 def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> bool:

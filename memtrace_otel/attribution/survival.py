@@ -33,6 +33,7 @@ __all__ = [
     "Fate",
     "held_already",
     "keeps",
+    "removed_on_day",
     "statement_fate",
     "statement_loss",
     "stating_gold",
@@ -342,6 +343,39 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
                 and (day is None or any(_day_of(index, m) == day for m in index.origin_messages(variable)))):
             found.append(variable)
     return found
+
+
+def removed_on_day(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
+                   session_of: str, since: int) -> tuple[str, str, str] | None:
+    """``(remover, before, after)``: the last write, after execution order ``since`` and before the question,
+    that removed from a unit of the question's stores the last line stating the whole ``gold`` with a word
+    of the question (:func:`_states_whole`), where the unit's version holding it was written from a message
+    said on ``session_of``'s day; ``None`` when no such write did. ``after`` is the version (a rewrite, a
+    tombstone) or deletion marker it wrote, and no later version before the question stated the gold again.
+
+    One conversation's turns of a day talk about one thing, and an evidence id names one turn: the answer
+    is often said in the turn beside it (the other speaker's lead-in or reply), whose unit is then what
+    memory held of the answer. While that unit was stored, the answer was in memory whatever became of
+    the named turn's own fact; the write that later removed it lost the answer.
+    """
+    states = _states_whole(gold, exact, asked)
+    day = _day_of(case.index, session_of)
+    if states is None or day is None:
+        return None
+    index = case.index
+    weights, required = gold.gold, gold.exact | exact
+    keys = sorted(weights, key=lambda t: (-weights[t], t))[:4]
+    holding: dict[str, set[str]] = {}
+    for variable in sorted(index.candidates(keys, required=required, stores=case.stores)):
+        if (index.produced_at(variable) < case.query_time and _memory(index, variable)
+                and not index.data(variable).get("deleted")
+                and any(states(line) for line in index.lines(variable))
+                and any(_day_of(index, m) == day for m in index.origin_messages(variable))):
+            holding.setdefault(index.data(variable)["name"], set()).add(variable)
+    found = [loss for name in sorted(holding) if (loss := _removal(case, name, holding[name])) is not None
+             and since < index.order(loss[0]) < case.query_time
+             and not any(states(line) for line in index.lines(loss[2]))]
+    return max(found, key=lambda item: (index.order(item[0]), item[0])) if found else None
 
 
 def _day_of(index: GraphIndex, message: str) -> str | None:
