@@ -2,40 +2,39 @@
 
 The mem0 instrumentor records a ``search`` as one span whose query, context and returned records are raw
 facts in one compact JSON attribute (``docs/conventions.md``, "The packed mem0 ``search``"), possibly cut
-into parts (``memtrace.mem0.search.1``, ...) by an attribute length limit. This module decodes it and
-names the spans that wrote the records it returned, which the spans layer needs to fetch linked traces
+into parts (``memtrace.mem0.search.1``, ...) by an attribute length limit. This module decodes it (and
+re-encodes it without its captured texts, for :mod:`memtrace_otel.content.externalize`) and names the
+spans that wrote the records it returned, which the spans layer needs to fetch linked traces
 (:mod:`memtrace_otel.spans.linked`) before any graph exists; turning it into the span the generic shape
 would have made is the graph builder's (:mod:`memtrace_otel.graph.packed_search`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from memtrace_otel.semconv import MemTrace, MemTraceLink
 from memtrace_otel.spans.model import SpanLink, SpanRecord
-from memtrace_otel.spans.packed_add import parse_traceparent
+from memtrace_otel.spans.packed_add import joined_parts, moved_text, parse_traceparent
 
-__all__ = ["PACKED_SEARCH", "PACKED_SEARCH_FORMAT", "decode_search", "search_writer_links"]
+__all__ = [
+    "PACKED_SEARCH", "PACKED_SEARCH_FORMAT", "decode_search", "decode_search_attributes",
+    "search_without_texts", "search_writer_links",
+]
 
 PACKED_SEARCH = MemTrace.MEM0_SEARCH
 PACKED_SEARCH_FORMAT = 1
 
 
-def decode_search(span: SpanRecord) -> tuple[list[Any] | None, str | None]:
-    """``span``'s packed search (``[format, header, query, context, records | null]``) and ``None``, or
-    ``None`` and what is wrong with the attribute (``None`` too when the span carries none)."""
-    a = span.attributes
-    value = a.get(PACKED_SEARCH)
-    if value is None:
+def decode_search_attributes(attributes: Mapping[str, Any]) -> tuple[list[Any] | None, str | None]:
+    """The packed search in ``attributes`` (``[format, header, query, context, records | null]``) and
+    ``None``, or ``None`` and what is wrong with the attribute (``None`` too when there is none)."""
+    if attributes.get(PACKED_SEARCH) is None:
         return None, None
-    part = 1
-    while type(value) is str and f"{PACKED_SEARCH}.{part}" in a:  # cut in parts by a length limit
-        more = a[f"{PACKED_SEARCH}.{part}"]
-        value = value + more if type(more) is str else None
-        part += 1
+    value = joined_parts(attributes, PACKED_SEARCH)  # cut in parts by a length limit
     try:
         packed = orjson.loads(value) if type(value) is str else None
     except orjson.JSONDecodeError as exc:
@@ -45,6 +44,33 @@ def decode_search(span: SpanRecord) -> tuple[list[Any] | None, str | None]:
             and (packed[4] is None or type(packed[4]) is list)):
         return None, f"is not a packed search of format {PACKED_SEARCH_FORMAT}"
     return packed, None
+
+
+def decode_search(span: SpanRecord) -> tuple[list[Any] | None, str | None]:
+    """``span``'s packed search (``[format, header, query, context, records | null]``) and ``None``, or
+    ``None`` and what is wrong with the attribute (``None`` too when the span carries none)."""
+    return decode_search_attributes(span.attributes)
+
+
+def search_without_texts(packed: list[Any], content_ref: str) -> tuple[list[Any], list[tuple[str, str]]]:
+    """A packed search with content capture as an uploader without capture writes it: the captured texts
+    of its query and context (``(hash, text)``) and the search without them (the returned records without
+    their text and score, which only capture records), its header ``[null, content_ref]``.
+
+    ``packed`` without a capture limit has no texts: it is returned as it is, with none. Raises
+    ``TypeError``, ``ValueError`` or ``IndexError`` on a malformed value (the builder reports those)."""
+    limit, _ = packed[1]
+    if limit is None:
+        return packed, []
+    texts: list[tuple[str, str]] = []
+    query, context, records = packed[2], packed[3], packed[4]
+    if query is not None:
+        query = [query[0], *moved_text(query[1:], texts)]
+    if context is not None:
+        context = [*context[:2], *moved_text(context[2:], texts)]
+    if records is not None:
+        records = [item[:3] if type(item) is list else item for item in records]
+    return [packed[0], [None, content_ref], query, context, records], texts
 
 
 def search_writer_links(span: SpanRecord, packed: list[Any] | None = None) -> list[SpanLink]:
