@@ -12,6 +12,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
@@ -33,8 +34,9 @@ from memtrace_otel.content import (
 )
 from memtrace_otel.exporters import OTLPJsonLinesSpanExporter
 from memtrace_otel.graph.build import build_graph
-from memtrace_otel.semconv import MemTrace
+from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.spans import read_span_files
+from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.wire import content_hash
 
 from scenario import run_pipeline
@@ -281,3 +283,62 @@ def test_externalize_contents_moves_captured_contents_into_a_store(tmp_path, mon
     for node, data in with_content.nodes(data=True):
         for key in ("content", "question", "gold", "prediction", "explanation"):
             assert resolved.nodes[node].get(key) == data.get(key), (node, key)
+
+
+def _packed_spans() -> list[SpanRecord]:
+    """A packed mem0 ``add`` (a message, an extraction, a search of memory, a write, an update) and a
+    packed ``search`` cut in parts, as the instrumentor writes them with content capture (limit 1000)."""
+    def text(t: str) -> list[Any]:
+        return [len(t), content_hash(t), t]
+
+    message, prompt, response, lines = "I moved to Lisbon", "Extract facts: I moved to Lisbon", "- Lisbon", \
+        "User lives in Lisbon"
+    add = [1, ["model", "openai", 1000, None], [["msg:D1:1", text(message)]], [
+        ["llm", ["mem0.add.extract", "extraction", "mem0.facts", False], 101, 102, text(prompt),
+         text(response), 1, text(lines), None],
+        ["search", 103, 104, 5, None, [["r0", None, None, "User lived in Porto", 0.9]], None],
+        ["write", 105, 106, None, [["r1", lines, content_hash(lines)]], 1, None],
+        ["update", 107, 108, "r0", None, None, 2, "User moved from Porto",
+         content_hash("User moved from Porto"), None]]]
+    query, context = "Where did the user move?", "User lives in Lisbon"
+    digest = content_hash(query)
+    search = json.dumps([1, [1000, None], [f"query:{digest}", len(query), digest, query],
+                         [f"context:mem0-user_id=u-{digest}", 1, len(context),
+                          content_hash(context), context],
+                         [["r1", "mem0:r1@1", f"00-{'a' * 32}-{'1' * 16}-01", lines, 0.5]]])
+    return [
+        SpanRecord("a" * 32, "1" * 16, "upsert_memory", start_time_unix_nano=100, end_time_unix_nano=109,
+                   attributes={MemTrace.OPERATION_NAME: "mem0.add", MemTrace.OPERATION_CATEGORY: "ingest",
+                               "gen_ai.operation.name": "upsert_memory", MemTrace.MEM0_ADD: json.dumps(add),
+                               GenAI.MEMORY_RECORDS: json.dumps([{"content": lines}])}),
+        SpanRecord("b" * 32, "2" * 16, "search_memory", start_time_unix_nano=200, end_time_unix_nano=201,
+                   attributes={MemTrace.OPERATION_NAME: "mem0.search",
+                               MemTrace.OPERATION_CATEGORY: "retrieval",
+                               "gen_ai.operation.name": "search_memory", GenAI.MEMORY_QUERY_TEXT: query,
+                               MemTrace.MEM0_SEARCH: search[:60], f"{MemTrace.MEM0_SEARCH}.1": search[60:120],
+                               f"{MemTrace.MEM0_SEARCH}.2": search[120:]}),
+    ]
+
+
+def test_externalize_contents_moves_the_texts_of_packed_mem0_spans(store_url) -> None:
+    texts = ("I moved to Lisbon", "Lisbon", "Porto", "Where did the user move?")
+    with_content = build_graph(_packed_spans())
+    spans = externalize_contents(_packed_spans(), store_url)
+    for span in spans:
+        assert not any(t in str(v) for t in texts for v in span.attributes.values()), span.attributes
+    add, search = spans
+    # Re-encoded as an uploader without capture writes them: the header names the store; the search
+    # keeps its parts, of the length the limit cut them to.
+    url = open_store(store_url).url
+    assert json.loads(add.attributes[MemTrace.MEM0_ADD])[1] == ["model", "openai", None, url]
+    parts = [search.attributes[MemTrace.MEM0_SEARCH], *(v for k, v in search.attributes.items()
+                                                       if k.startswith(f"{MemTrace.MEM0_SEARCH}."))]
+    assert len(parts) > 1 and {len(p) for p in parts[:-1]} == {60}
+    assert json.loads("".join(parts))[1] == [None, url]
+    resolved = build_graph(spans, content_by_hash=ContentResolver(store_url).get)
+    assert not resolved.graph["problems"] and set(resolved.edges) == set(with_content.edges)
+    contents = {n: d.get("content") for n, d in with_content.nodes(data=True)}
+    assert sum(1 for c in contents.values() if c) >= 6  # the message, prompt, response, lines, records, query
+    assert {n: d.get("content") for n, d in resolved.nodes(data=True)} == contents
+    # Without the store the texts are gone from the graph.
+    assert not any(d.get("content") for _, d in build_graph(spans).nodes(data=True))

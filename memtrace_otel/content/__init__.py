@@ -3,7 +3,8 @@
 With upload on, :class:`~memtrace_otel.instrument.MemoryTracer` writes variable
 contents here (off the application thread) instead of onto spans, and spans carry
 ``memtrace.content_ref``; ``memtrace analyze / graph / serve --content-store`` read
-them back. A low layer: it imports only the vocabulary (and ``fsspec``).
+them back. A low layer: it imports only the vocabulary (and ``fsspec``), and the spans
+layer's packed mem0 readers (``externalize.py``: where a packed attribute keeps its texts).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -2,7 +2,8 @@
 
 For the benchmark's ``--content ref`` condition and for converting span files
 captured with content into private ones. Works on any record with a mutable
-``attributes`` dict (``SpanRecord``), so this module needs nothing above the vocabulary.
+``attributes`` dict (``SpanRecord``), so this module needs nothing above the spans
+layer (whose packed mem0 readers say where a packed attribute keeps its texts).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any, Protocol, TypeVar
 
 from memtrace_otel.content.store import RefStore, open_store
 from memtrace_otel.semconv import CONTENT_KEYS, MemTrace
+from memtrace_otel.spans.packed_add import PACKED_ADD, add_without_texts, decode_add, write_parts
+from memtrace_otel.spans.packed_search import PACKED_SEARCH, decode_search_attributes, search_without_texts
 from memtrace_otel.wire import MalformedId, content_hash, parse_descriptor
 
 __all__ = ["EVALUATION_TEXT_KEYS", "externalize_contents", "text_refs"]
@@ -70,6 +73,27 @@ def _variables(attributes: MutableMapping[str, Any], write: _Writer) -> bool:
     return True
 
 
+def _packed(attributes: MutableMapping[str, Any], write: _Writer, url: str) -> bool:
+    """The captured texts of the packed mem0 ``add`` and ``search`` attributes, under the hashes their
+    descriptors carry: each attribute re-encoded as an uploader without capture writes it."""
+    moved = False
+    for key, decode, without in ((PACKED_ADD, decode_add, add_without_texts),
+                                 (PACKED_SEARCH, decode_search_attributes, search_without_texts)):
+        packed, _ = decode(attributes)
+        if packed is None:
+            continue  # none, or malformed: left as it is, for the graph builder to report
+        try:
+            private, texts = without(packed, url)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if private is not packed:  # captured: its texts (if any) move, its header names the store
+            for digest, text in texts:
+                write(digest, text)
+            write_parts(attributes, key, private)
+            moved = True
+    return moved
+
+
 def _evaluation(attributes: MutableMapping[str, Any], write: _Writer, keys: frozenset[str]) -> bool:
     texts = []
     for field, key in EVALUATION_TEXT_KEYS.items():
@@ -87,9 +111,12 @@ def externalize_contents(spans: Iterable[S], store: RefStore | str, *,
     """Move the contents of ``spans`` into ``store`` and leave references, in place.
 
     Of ``keys`` (default: every opt-in content key), ``memtrace.variable.contents``
-    goes to the store under each descriptor's hash and the evaluation texts under
-    their own hashes (listed in ``memtrace.evaluation.texts_ref``); the other content
-    keys are removed. A span that had contents moved gains ``memtrace.content_ref``.
+    goes to the store under each descriptor's hash, as do the captured texts of the
+    packed mem0 ``add`` and ``search`` attributes (re-encoded as an uploader without
+    capture writes them: texts ``null``, the header's content ref the store's URL),
+    and the evaluation texts under their own hashes (listed in
+    ``memtrace.evaluation.texts_ref``); the other content keys are removed. A span
+    that had contents moved gains ``memtrace.content_ref``.
 
     Parameters
     ----------
@@ -126,6 +153,8 @@ def externalize_contents(spans: Iterable[S], store: RefStore | str, *,
     for span in records:
         a = span.attributes
         moved = MemTrace.VARIABLE_CONTENTS in keys and _variables(a, write)
+        if MemTrace.VARIABLE_CONTENTS in keys:  # a packed span's texts are its variables' contents
+            moved = _packed(a, write, target.url) or moved
         if not keys.isdisjoint(EVALUATION_TEXT_KEYS.values()):
             moved = _evaluation(a, write, keys) or moved
         for key in others.intersection(a):
