@@ -12,6 +12,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace as SimpleSpanRecord
 from typing import Any
 
 import fsspec
@@ -342,3 +343,15 @@ def test_externalize_contents_moves_the_texts_of_packed_mem0_spans(store_url) ->
     assert {n: d.get("content") for n, d in resolved.nodes(data=True)} == contents
     # Without the store the texts are gone from the graph.
     assert not any(d.get("content") for _, d in build_graph(spans).nodes(data=True))
+
+
+@pytest.mark.parametrize("value", ['[1, [500, null], ["query:ab", 5, "ab", "Lisbon"]',  # cut JSON
+                                   '[99, "Lisbon"]',                                      # another format
+                                   '[1, [500, null], 7, ["context:x", 1, 6, "cd", "Lisbon"], [[1]]]'])
+def test_externalize_contents_drops_a_packed_value_it_cannot_read(store_url, value: str) -> None:
+    # A value the reader cannot decode may still hold captured text: making spans private wins over
+    # keeping it for the graph builder's problem report.
+    span = SimpleSpanRecord(attributes={MemTrace.MEM0_SEARCH: value[:20],
+                                        f"{MemTrace.MEM0_SEARCH}.1": value[20:], "other": "kept"})
+    (out,) = externalize_contents([span], store_url)
+    assert out.attributes == {"other": "kept"}

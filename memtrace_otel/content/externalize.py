@@ -73,18 +73,30 @@ def _variables(attributes: MutableMapping[str, Any], write: _Writer) -> bool:
     return True
 
 
+def _drop_parts(attributes: MutableMapping[str, Any], key: str) -> None:
+    attributes.pop(key, None)
+    part = 1
+    while attributes.pop(f"{key}.{part}", None) is not None:
+        part += 1
+
+
 def _packed(attributes: MutableMapping[str, Any], write: _Writer, url: str) -> bool:
     """The captured texts of the packed mem0 ``add`` and ``search`` attributes, under the hashes their
     descriptors carry: each attribute re-encoded as an uploader without capture writes it."""
     moved = False
     for key, decode, without in ((PACKED_ADD, decode_add, add_without_texts),
                                  (PACKED_SEARCH, decode_search_attributes, search_without_texts)):
-        packed, _ = decode(attributes)
-        if packed is None:
-            continue  # none, or malformed: left as it is, for the graph builder to report
-        try:
-            private, texts = without(packed, url)
-        except (TypeError, ValueError, IndexError):
+        packed, problem = decode(attributes)
+        private = None
+        if packed is not None:
+            try:
+                private, texts = without(packed, url)
+            except (TypeError, ValueError, IndexError):
+                problem = "malformed"
+        if problem is not None:  # unreadable, so not provably free of text: dropped (privacy before a report)
+            _drop_parts(attributes, key)
+            continue
+        if private is None:
             continue
         if private is not packed:  # captured: its texts (if any) move, its header names the store
             for digest, text in texts:
