@@ -1709,3 +1709,30 @@ def test_a_photos_caption_does_not_make_a_fact_of_the_spoken_message_too_small_a
     system.ask("How many children does Melanie have?", "3", ["D18:1"], ["D17:2"])
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
+STORE_FACT = ("Gina chose furniture and decor for her store that match her style and make customers feel "
+              "comfortable (1 February 2023).")
+STORE_STATEMENT = "Gina chose furniture and decor for her store that match her style"
+
+
+@pytest.mark.parametrize(("prediction", "blamed", "error_type"), [
+    ("I don't know", "answer", ErrorType.RESPONSE),
+    ("Gina launched an ad campaign for her clothing store", "answer", ErrorType.RESPONSE),
+    (STORE_STATEMENT, "extract D3:6", ErrorType.EXTRACTION),
+])
+def test_a_reader_that_restated_a_statement_with_part_of_the_gold_answered_what_the_extraction_kept(
+        tracer_provider, span_exporter, prediction: str, blamed: str, error_type: ErrorType):
+    """The extraction kept "comfortable" and dropped "cozy"; the search returned its fact. A reader that
+    said nothing of it, or another line's words, had part of the answer and did not give it: ResponseError.
+    One that answered with the fact's own words gave what memory said of it, and that fell short of the gold
+    because the extraction left the rest out: ExtractionError."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:6", "[1 February 2023] Gina: I wanted to make the place look like my own style and make "
+               "my customers feel cozy. I chose furniture that looks great and is comfy too.", STORE_FACT)
+    system.add("D3:7", "[1 February 2023] Gina: I launched an ad campaign for my clothing store.",
+               "Gina launched an ad campaign for her clothing store (1 February 2023).")
+    system.ask("What did Gina want her customers to feel in her store?", "cozy and comfortable", ["D3:6"],
+               ["D3:7", "D3:6"], prediction=prediction)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation

@@ -71,8 +71,9 @@ off the graph without a model:
    the question's search of that unit's store missed it (RetrievalError);
    if the context held it with part of the gold (and much of the sentence
    stating it, or more than the question's own words), the reader had part
-   of the answer (ResponseError); a statement with none of the gold is a
-   lossy extraction.
+   of the answer (ResponseError), unless the failed answer restates the
+   statement (the reader gave what memory said, and the extraction had left
+   the rest out); a statement with none of the gold is a lossy extraction.
    An extraction whose statements are all about other parts of its message is
    not shown to have dropped the fact (an evidence id may name the turn beside
    the one saying it, an abstractive gold is inferred): if memory held a unit
@@ -190,6 +191,11 @@ _SAYS_SHARE = 0.5
 the answer: what a paraphrase of it must keep (``carrying._PARAPHRASE_GOLD_SHARE``)."""
 _BEYOND_SHARE = 0.2
 """Share of a statement's (IDF-weighted) words outside the question's for it to say more than the question."""
+_ECHO_SHARE = 0.8
+"""Share of a failed answer's (IDF-weighted) words beyond the question's that a memory line must hold for the
+answer to restate it (:func:`_answered_with`)."""
+_ECHO_MIN_WORDS = 2
+"""Words beyond the question's a failed answer must say to restate a line rather than the question."""
 
 
 @dataclass(slots=True)
@@ -605,9 +611,9 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
 
 
 def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
-                stated: Information | None = None) -> Verdict | None:
+                stated: Information | None = None, answered: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
-    stored one."""
+    stored one (``answered``: the failed answer's words)."""
     index = case.index
     losses = _losses(case, carries, carries.lineage_stored())
     if not losses and (own := _own_statement_loss(case, carries, asked)) is not None:
@@ -648,7 +654,8 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked)) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked, answered)
+                             ) is not None:
         missed.alternatives = candidates
         return missed
     said = _says_answer(index, carries.info, stated)
@@ -693,7 +700,7 @@ def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: fr
 
 
 def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str,
-            asked: frozenset[str] = frozenset()) -> Verdict | None:
+            asked: frozenset[str] = frozenset(), answered: frozenset[str] = frozenset()) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -702,7 +709,8 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     and the question's retrieval of that store passed on none of it. When the context holds the
     statement, the reader is to blame if the statement has the whole gold, or part of it (with much of
     the sentence stating it, or, given the question's words ``asked``, with more than the question says:
-    :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact).
+    :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact), and so is
+    one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`).
     """
     index = case.index
     if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
@@ -717,6 +725,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             # context that held the answer.
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, the whole gold with it", held, confidence=0.7)
+        if _answered_with(index, answered, fate.statement, asked):
+            # The reader answered with the statement itself: it read the extraction's account of the fact
+            # and said what it says, and a judge found that short of the gold. The part of the answer the
+            # statement lacks was lost when it was written, not when it was read: the extraction's fault.
+            return None
         if fate.info.related(fate.statement) and weighted_share(fate.info.gold, fate.statement) > 0:
             # The statement is this message's fact (much of the sentence stating it) and keeps part of
             # the gold: the reader had the extraction's account of the answer and answered wrong.
@@ -737,6 +750,35 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             return Verdict(search, ErrorType.RETRIEVAL, f"{unit} still held what the extraction wrote about "
                            "the fact, but the retrieved context does not", unit, confidence=0.7)
     return None
+
+
+def _answered_with(index: GraphIndex, answered: frozenset[str], statement: frozenset[str],
+                   asked: frozenset[str]) -> bool:
+    """Whether a failed answer (its words ``answered``) restates ``statement``: it says something beyond the
+    question's words (``asked``), at least :data:`_ECHO_MIN_WORDS` words, and :data:`_ECHO_SHARE` of their IDF
+    weight is the statement's.
+
+    A reader that repeats a memory line answered from it ("Gina chose furniture and decor for her store that
+    match her style" for a line saying that and more); one that says "I don't know", the question back, or
+    another line's words did not.
+
+    >>> from memtrace_otel.attribution.graph_index import GraphIndex
+    >>> import networkx as nx
+    >>> index, asked = GraphIndex(nx.DiGraph()), frozenset({"gina", "want", "customer", "feel", "store"})
+    >>> statement = frozenset({"gina", "chose", "furniture", "decor", "store", "match", "style", "customer",
+    ...                        "feel", "comfortable"})
+    >>> _answered_with(index, frozenset({"gina", "chose", "furniture", "decor", "store", "match", "style"}),
+    ...                statement, asked)
+    True
+    >>> _answered_with(index, frozenset({"know"}), statement, asked)
+    False
+    >>> _answered_with(index, frozenset({"gina", "launch", "ad", "campaign", "store"}), statement, asked)
+    False
+    """
+    own = [t for t in answered if t not in asked]
+    total = math.fsum(index.idf(t) for t in own)
+    return (len(own) >= _ECHO_MIN_WORDS and total > 0
+            and math.fsum(index.idf(t) for t in own if t in statement) / total >= _ECHO_SHARE)
 
 
 def _partly_answers(index: GraphIndex, statement: frozenset[str], gold: Information,
@@ -888,16 +930,17 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     stated = critical_information(failure.gold, failure.question) if failure.gold else None
     carries = Carrying(case, evidence, info, structural=structural, stated=stated)
     asked = tokenize(failure.question)
+    answered = tokenize(failure.prediction)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
         # memory at the question: they came from another message (one saying something like it, or
         # sharing common words). The reader never had this message's fact; the write that kept none
         # of it is the first loss, and a repaired one would have given the reader the fact.
-        written = _write_side(case, carries, asked, stated)
+        written = _write_side(case, carries, asked, stated, answered)
         if written is not None and written.error_type in _LOSS_TYPES | {ErrorType.EXTRACTION}:
             verdict = written
-    verdict = verdict or _write_side(case, carries, asked, stated)
+    verdict = verdict or _write_side(case, carries, asked, stated, answered)
     if verdict is None:
         return None
     if stated is not None and not structural:
