@@ -157,6 +157,7 @@ from memtrace_otel.attribution.presence import (
     critical_information,
     salient,
     tokenize,
+    topic_of,
     weighted_share,
 )
 from memtrace_otel.attribution.ranking import embedder
@@ -611,9 +612,10 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
 
 
 def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
-                stated: Information | None = None, answered: frozenset[str] = frozenset()) -> Verdict | None:
+                stated: Information | None = None, answered: frozenset[str] = frozenset(),
+                topic: frozenset[str] = frozenset()) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
-    stored one (``answered``: the failed answer's words)."""
+    stored one (``answered``: the failed answer's words; ``topic``: what the question asks about)."""
     index = case.index
     losses = _losses(case, carries, carries.lineage_stored())
     if not losses and (own := _own_statement_loss(case, carries, asked)) is not None:
@@ -654,8 +656,8 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict = _statement_verdict(index, (candidates[0], *fate.loss))
         verdict.alternatives = candidates
         return verdict
-    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked, answered)
-                             ) is not None:
+    if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked, answered,
+                                                topic)) is not None:
         missed.alternatives = candidates
         return missed
     said = _says_answer(index, carries.info, stated)
@@ -700,7 +702,8 @@ def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: fr
 
 
 def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str,
-            asked: frozenset[str] = frozenset(), answered: frozenset[str] = frozenset()) -> Verdict | None:
+            asked: frozenset[str] = frozenset(), answered: frozenset[str] = frozenset(),
+            topic: frozenset[str] = frozenset()) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -711,6 +714,9 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     the sentence stating it, or, given the question's words ``asked``, with more than the question says:
     :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact), and so is
     one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`).
+    A statement keeping part of the gold and none of what the question asks about (``topic``: its words beyond
+    names and dates) is not blamed on a search that passed over it either: the question had nothing to find
+    it by.
     """
     index = case.index
     if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
@@ -742,6 +748,14 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             return Verdict(case.generator, ErrorType.RESPONSE, f"its context {held} held what the extraction "
                            "wrote about the fact, part of the answer with it", held, confidence=0.5)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
+    whole = gold is not None and bool(gold.gold) and gold.gold.keys() | gold.exact <= fate.statement
+    if topic and not _mentions(fate.statement, topic) and not whole:
+        # The statement keeps part of the gold and none of what the question asks about ("Melanie continued
+        # expressing herself through reading and painting" for "What does Melanie do to keep herself busy
+        # during her pottery break?"): a search for the question had nothing to find it by, nor a reader to
+        # tie it to the question. The extraction that wrote the fact without what it was about lost it for
+        # the question. A statement saying the whole gold (a date) answers wherever it is found.
+        return None
     retrievals = _question_searches(case)
     for unit in fate.alive:
         searches = [op for op in retrievals if _same_store(index, op, unit, retrievals)]
@@ -779,6 +793,19 @@ def _answered_with(index: GraphIndex, answered: frozenset[str], statement: froze
     total = math.fsum(index.idf(t) for t in own)
     return (len(own) >= _ECHO_MIN_WORDS and total > 0
             and math.fsum(index.idf(t) for t in own if t in statement) / total >= _ECHO_SHARE)
+
+
+def _mentions(statement: frozenset[str], topic: frozenset[str]) -> bool:
+    """Whether ``statement`` says one of the ``topic`` words, a final "e" aside: the suffix stripper leaves
+    it on a bare word and takes it with "-ing" or "-ed" ("realize" against "realiz" from "realizing").
+
+    >>> _mentions(frozenset({"melani", "realiz", "self", "care"}), frozenset({"realize", "chariti", "race"}))
+    True
+    >>> _mentions(frozenset({"melani", "read", "paint"}), frozenset({"keep", "busy", "potteri", "break"}))
+    False
+    """
+    said = {t.removesuffix("e") for t in statement}
+    return any(t.removesuffix("e") in said for t in topic)
 
 
 def _partly_answers(index: GraphIndex, statement: frozenset[str], gold: Information,
@@ -931,16 +958,17 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     carries = Carrying(case, evidence, info, structural=structural, stated=stated)
     asked = tokenize(failure.question)
     answered = tokenize(failure.prediction)
+    topic = topic_of(failure.question)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
         # memory at the question: they came from another message (one saying something like it, or
         # sharing common words). The reader never had this message's fact; the write that kept none
         # of it is the first loss, and a repaired one would have given the reader the fact.
-        written = _write_side(case, carries, asked, stated, answered)
+        written = _write_side(case, carries, asked, stated, answered, topic)
         if written is not None and written.error_type in _LOSS_TYPES | {ErrorType.EXTRACTION}:
             verdict = written
-    verdict = verdict or _write_side(case, carries, asked, stated, answered)
+    verdict = verdict or _write_side(case, carries, asked, stated, answered, topic)
     if verdict is None:
         return None
     if stated is not None and not structural:

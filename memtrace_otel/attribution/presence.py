@@ -47,6 +47,7 @@ __all__ = [
     "split_header",
     "split_lines",
     "tokenize",
+    "topic_of",
     "weighted_share",
 ]
 
@@ -67,6 +68,16 @@ def tokenize(text: str | None) -> frozenset[str]:
     ['2', 'paint', 'september', 'sunset']
     """
     return fact_tokens(text, fold=True)
+
+
+def topic_of(question: str | None) -> frozenset[str]:
+    """What ``question`` asks about: its content tokens beyond its names, numbers and months (whom and when
+    it asks about are not what).
+
+    >>> sorted(topic_of("What does Melanie do to keep herself busy during her pottery break?"))
+    ['break', 'busy', 'keep', 'potteri']
+    """
+    return tokenize(question) - _salient(question or "")
 
 
 def _salient(text: str) -> set[str]:
