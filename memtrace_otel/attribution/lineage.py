@@ -68,7 +68,10 @@ off the graph without a model:
    extraction would have met it too), and such a loss on the evidence's own
    lineage comes before the loss of a unit from elsewhere; if a unit still
    held it when the question was asked and the answer's context does not,
-   the question's search of that unit's store missed it (RetrievalError);
+   the question's search of that unit's store missed it (RetrievalError),
+   unless the statement lacks some of the gold and keeps none of what the
+   question asks about (its words beyond names and dates: nothing to find
+   it by);
    if the context held it with part of the gold (and much of the sentence
    stating it, or more than the question's own words), the reader had part
    of the answer (ResponseError), unless the failed answer restates the
@@ -714,9 +717,9 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     the sentence stating it, or, given the question's words ``asked``, with more than the question says:
     :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact), and so is
     one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`).
-    A statement keeping part of the gold and none of what the question asks about (``topic``: its words beyond
-    names and dates) is not blamed on a search that passed over it either: the question had nothing to find
-    it by.
+    A statement lacking some of the gold and keeping none of what the question asks about (``topic``: its
+    words beyond names and dates) is not blamed on a search that passed over it either: the question had
+    nothing to find it by.
     """
     index = case.index
     if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
@@ -750,11 +753,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     whole = gold is not None and bool(gold.gold) and gold.gold.keys() | gold.exact <= fate.statement
     if topic and not _mentions(fate.statement, topic) and not whole:
-        # The statement keeps part of the gold and none of what the question asks about ("Melanie continued
-        # expressing herself through reading and painting" for "What does Melanie do to keep herself busy
-        # during her pottery break?"): a search for the question had nothing to find it by, nor a reader to
-        # tie it to the question. The extraction that wrote the fact without what it was about lost it for
-        # the question. A statement saying the whole gold (a date) answers wherever it is found.
+        # The statement lacks some of the gold and keeps none of what the question asks about ("Melanie
+        # continued expressing herself through reading and painting" for "What does Melanie do to keep
+        # herself busy during her pottery break?"): a search for the question had nothing to find it by, nor
+        # a reader to tie it to the question. The extraction that wrote the fact without what it was about
+        # lost it for the question. A statement saying the whole gold (a date) answers wherever it is found.
         return None
     retrievals = _question_searches(case)
     for unit in fate.alive:
