@@ -1738,20 +1738,23 @@ def test_a_reader_that_restated_a_statement_with_part_of_the_gold_answered_what_
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
 
 
-@pytest.mark.parametrize(("fact", "blamed", "error_type"), [
-    ("Melanie keeps busy by reading a book (13 October 2023).", "search", ErrorType.RETRIEVAL),
-    ("Melanie continued expressing herself through reading and painting (13 October 2023).", "extract D17:10",
-     ErrorType.EXTRACTION),
+POTTERY_SAID = ("[13 October 2023] Melanie: It was tough, but I'm doing ok. Been reading that book you "
+                "recommended a while ago and painting to keep busy.")
+
+
+@pytest.mark.parametrize(("said", "fact", "blamed", "error_type"), [
+    (POTTERY_SAID, "Melanie keeps busy by reading a book (13 October 2023).", "search", ErrorType.RETRIEVAL),
+    (POTTERY_SAID, "Melanie continued expressing herself through reading and painting (13 October 2023).",
+     "extract D17:10", ErrorType.EXTRACTION),
 ])
 def test_a_search_is_not_blamed_for_passing_over_a_statement_without_what_the_question_asks_about(
-        tracer_provider, span_exporter, fact: str, blamed: str, error_type: ErrorType):
+        tracer_provider, span_exporter, said: str, fact: str, blamed: str, error_type: ErrorType):
     """The extraction's statement, alive and not returned, lacks part of the gold. One that keeps what the
     question asks about (keeping busy) was there to be found by it: the search that passed over it missed the
     fact. One that keeps none of it (neither busy nor the pottery break) gave the question nothing to find it
     by, nor a reader anything to tie it to the question: the extraction lost the fact for this question."""
     system = _Mem0(tracer_provider)
-    system.add("D17:10", "[13 October 2023] Melanie: It was tough, but I'm doing ok. Been reading that book "
-               "you recommended a while ago and painting to keep busy.", fact)
+    system.add("D17:10", said, fact)
     system.add("D17:11", "[13 October 2023] Melanie: My pottery class made a black and white bowl.",
                "Melanie made a black and white bowl in her pottery class (13 October 2023).")
     system.ask("What does Melanie do to keep herself busy during her pottery break?",

@@ -71,7 +71,7 @@ off the graph without a model:
    the question's search of that unit's store missed it (RetrievalError),
    unless the statement lacks some of the gold and keeps none of what the
    question asks about (its words beyond names and dates: nothing to find
-   it by);
+   it by) while its message stated the answer;
    if the context held it with part of the gold (and much of the sentence
    stating it, or more than the question's own words), the reader had part
    of the answer (ResponseError), unless the failed answer restates the
@@ -159,6 +159,7 @@ from memtrace_otel.attribution.presence import (
     Information,
     critical_information,
     salient,
+    split_header,
     tokenize,
     topic_of,
     weighted_share,
@@ -718,8 +719,8 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact), and so is
     one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`).
     A statement lacking some of the gold and keeping none of what the question asks about (``topic``: its
-    words beyond names and dates) is not blamed on a search that passed over it either: the question had
-    nothing to find it by.
+    words beyond names and dates), written from a message stating the answer (:func:`_said_in`), is not
+    blamed on a search that passed over it either: the question had nothing to find it by.
     """
     index = case.index
     if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
@@ -752,12 +753,14 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
                            "wrote about the fact, part of the answer with it", held, confidence=0.5)
         return None  # the reader had it, but it may not say all the answer needs (a lossy fact): left open
     whole = gold is not None and bool(gold.gold) and gold.gold.keys() | gold.exact <= fate.statement
-    if topic and not _mentions(fate.statement, topic) and not whole:
+    if topic and not _mentions(fate.statement, topic) and not whole and _said_in(index, evidence, gold):
         # The statement lacks some of the gold and keeps none of what the question asks about ("Melanie
         # continued expressing herself through reading and painting" for "What does Melanie do to keep
         # herself busy during her pottery break?"): a search for the question had nothing to find it by, nor
         # a reader to tie it to the question. The extraction that wrote the fact without what it was about
-        # lost it for the question. A statement saying the whole gold (a date) answers wherever it is found.
+        # lost it for the question. A statement saying the whole gold (a date) answers wherever it is found;
+        # a message not saying the answer may be the turn beside the one that does (an evidence id's slip),
+        # whose unit the search passed over.
         return None
     retrievals = _question_searches(case)
     for unit in fate.alive:
@@ -796,6 +799,20 @@ def _answered_with(index: GraphIndex, answered: frozenset[str], statement: froze
     total = math.fsum(index.idf(t) for t in own)
     return (len(own) >= _ECHO_MIN_WORDS and total > 0
             and math.fsum(index.idf(t) for t in own if t in statement) / total >= _ECHO_SHARE)
+
+
+def _said_in(index: GraphIndex, message: str, gold: Information | None) -> bool:
+    """Whether ``message``'s own words (its header's time and speaker aside) say half the gold, by weight
+    and by how rare its words are: the message stated the answer.
+
+    The header's date is when it was said, which every message of the session holds: a date gold's month and
+    year in it say nothing of the event asked.
+    """
+    if gold is None or not gold.gold:
+        return False
+    said = tokenize(split_header(index.message_text(message) or "")[1])
+    rare = {t: w * index.idf(t) for t, w in gold.gold.items()}
+    return weighted_share(gold.gold, said) >= _SAYS_SHARE and weighted_share(rare, said) >= _SAYS_SHARE
 
 
 def _mentions(statement: frozenset[str], topic: frozenset[str]) -> bool:
