@@ -79,8 +79,9 @@ def test_opentelemetry_instrument_runs_both_once_each(llm_server: Any, tmp_path:
     assert len(creates) == 2
     theirs = [s.attributes["gen_ai.memory.operation"] for s in _theirs(spans)]
     assert theirs == ["add", "add", "update", "search"]  # one of theirs per call, in call order
-    # Ours carry the lineage: the search read the updated record, linked to the span that updated it.
-    by_name = {s.name: s for s in _ours(spans)}
+    # Ours carry the lineage: the search read the updated record, linked to the span that updated it
+    # (the packed search's as the graph builder reads it).
+    by_name = {s.name: s for s in unpacked(_ours(spans))}
     update, search = by_name["update_memory"], by_name["search_memory"]
     assert update.attributes[GenAI.MEMORY_RECORD_ID] == record
     assert f"mem0:{record}@2" in search.attributes[MemTrace.INPUTS]
