@@ -550,6 +550,38 @@ def test_the_later_removal_of_a_unit_of_the_evidences_day_stating_the_answer_dec
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+_HURT = ("Melanie had a setback due to an injury that led her to take a break from pottery, which she uses "
+         "for self-expression and peace (September 2023).")
+_CAMPING = ("[13 October 2023] Melanie: We went camping with the kids last weekend.",
+            "Melanie went camping with her kids (October 2023).")
+
+
+@pytest.mark.parametrize(("fact", "beside", "blamed", "error_type"), [
+    ("Melanie got hurt and had to take a break from pottery, which she uses for self-expression and peace "
+     "(September 2023).", _CAMPING, "search", ErrorType.RETRIEVAL),
+    (_HURT, _CAMPING, "extract D17:8", ErrorType.EXTRACTION),
+    (_HURT, ("[13 October 2023] Melanie: Getting hurt was hard, but the kids cheered me up.",
+             "Melanie found getting hurt hard, but her kids cheered her up (13 October 2023)."),
+     "search", ErrorType.RETRIEVAL),
+])
+def test_a_date_is_carried_only_with_the_event_the_question_asks_it_of(
+        tracer_provider, span_exporter, fact, beside, blamed, error_type):
+    """"When did Melanie get hurt?": the message dates the event in the question's words ("I got hurt").
+    A fact that keeps them and the date, stored and not returned, was missed by the search. One that keeps
+    the date and the rest of the sentence but tells the event in other words ("a setback due to an
+    injury") no longer says what the date is of, as the question asks it: the extraction lost it, unless
+    a unit of that day tells the event in the question's words (the turn beside it): memory still held
+    the event and its date, and the search that passed over the dated unit is blamed."""
+    system = _Mem0(tracer_provider)
+    system.add("D17:8", "[13 October 2023] Melanie: BTW, recently I had a setback. Last month [September "
+               "2023] I got hurt and had to take a break from pottery, which I use for self-expression and "
+               "peace.", fact)
+    system.add("D17:9", *beside)
+    system.ask("When did Melanie get hurt?", "September 2023", ["D17:8"], ["D17:9"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 SAMANTHA = "Whose phone number did James receive during the beach outing?"
 SAMANTHA_FACT = ("James is considering asking a girl named Samantha out on a date after they met at the "
                  "beach outing (11 August 2022).")

@@ -145,7 +145,8 @@ class Carrying:
         if variable in self.descendants and self._dated_episode(variable):
             return True
         if self.stated is not None and variable in self.descendants and any(
-                self.stated.gold_in(line) and self._unsaid <= line and not quoted - {self.evidence}
+                self.stated.gold_in(line) and self._unsaid <= line and self.info.tells_event(line)
+                and not quoted - {self.evidence}
                 for line, quoted in zip(index.lines(variable), index.line_sources(variable), strict=True)):
             # Written from the evidence, it says the gold the message said in other words. Not in a line
             # another message says word for word: a window of raw messages descends from every one of
@@ -338,7 +339,8 @@ class Carrying:
         # (a photo's caption and the sentence about it both name "a stained glass window").
         stating = [tokenize(info.text), *(tokens for tokens in said if gold <= tokens)]
         for text, tokens in index.pieces(variable):
-            if (not gold | info.exact | self._unsaid <= tokens or index.quoted_message(text) - {self.evidence}
+            if (not gold | info.exact | self._unsaid <= tokens or not info.tells_event(tokens)
+                    or index.quoted_message(text) - {self.evidence}
                     or not info.together(text)):
                 continue
 
@@ -419,7 +421,7 @@ class Carrying:
         named = self._named()
         pieces = [text for text, tokens in index.pieces(variable)
                   if len(tokens - info.exact) >= _PARAPHRASE_MIN_WORDS
-                  and named <= tokens
+                  and named <= tokens and info.tells_event(tokens)
                   and info.gold_in(tokens, threshold=_PARAPHRASE_GOLD_SHARE)
                   and (not rare or weighted_share(rare, tokens, total) >= _PARAPHRASE_GOLD_SHARE)
                   and not index.quoted_message(text) - {self.evidence}]

@@ -22,7 +22,11 @@ off the graph without a model:
    gold and all the question asks by that the evidence sentence holds (the
    person asked about at least; not for a date gold), or -- an abstractive gold, none of its
    words in the message -- was written from the message and restates part of
-   it (:mod:`.carrying`).
+   it (:mod:`.carrying`). A date gold is an event's: a statement carries it
+   only with the words the question asks the event by that the evidence
+   sentence says ("hurt" of "When did Melanie get hurt?"; a fact telling it
+   as "an injury" keeps the date of no event the question names), unless a
+   unit of the evidence's day says them (:func:`.survival.untold_event`).
 3. **Read side** (the question's retrievals, reranks and generation: those on
    the answer's history, in its trace, or reading its query; another
    question's are left out): the first operation whose inputs carry the
@@ -138,7 +142,7 @@ undated facts between them do not (mem0 dates a record by its message).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -176,6 +180,7 @@ from memtrace_otel.attribution.survival import (
     stating_gold,
     stored_instead,
     unread_by,
+    untold_event,
     whole_gold_test,
     wrote_about,
 )
@@ -723,9 +728,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     blamed on a search that passed over it either: the question had nothing to find it by.
     """
     index = case.index
-    if not salient(fate.info, index.message_text(evidence)) <= fate.statement:
+    if (not salient(fate.info, index.message_text(evidence)) <= fate.statement
+            or not fate.info.tells_event(fate.statement)):
         # It lost a name, number or month of the gold its message said: no paraphrase says those in
-        # other words, so the statement lost the answer (the extraction's own fault).
+        # other words, so the statement lost the answer (the extraction's own fault). So did one that
+        # kept a date but not the event's words memory kept nowhere else (`untold_event`).
         return None
     contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
     held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
@@ -973,12 +980,13 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         specific=index.specific,
         speaker=index.speaker(evidence),
     )
+    topic = topic_of(failure.question)
+    info = replace(info, event=untold_event(case, info, evidence, topic))
     structural = case.structural or not info
     stated = critical_information(failure.gold, failure.question) if failure.gold else None
     carries = Carrying(case, evidence, info, structural=structural, stated=stated)
     asked = tokenize(failure.question)
     answered = tokenize(failure.prediction)
-    topic = topic_of(failure.question)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in

@@ -193,6 +193,10 @@ class Information:
     headed: frozenset[str] = frozenset()
     """The topic's words only the sentence's header says (who sent it, the day): every sentence of the
     message and every other message of that speaker and day shares them."""
+    event: frozenset[str] = frozenset()
+    """For a date gold, the words the question asks its event by that the sentence says and memory lost
+    (:func:`.survival.untold_event`, set by the caller): a line keeping the date keeps the event's date
+    only with them. Empty otherwise."""
     spread: int = 0
     """When every gold word is common in the conversation (none identifies a fact alone), the longest
     run of words a line may hold them in (:func:`gold_window`); 0: anywhere in the line."""
@@ -211,6 +215,16 @@ class Information:
     @property
     def weights(self) -> dict[str, float]:
         return self.gold or self.sentence
+
+    def tells_event(self, tokens: frozenset[str]) -> bool:
+        """Whether a line with ``tokens`` says the event a date gold is of (:attr:`event`), as the question
+        asks it ("hurt" of "When did Melanie get hurt?"); always, for another gold.
+
+        >>> Information(gold={"september": 2.0}, event=frozenset({"hurt"})).tells_event(
+        ...     tokenize("Melanie had a setback due to an injury (September 2023)"))
+        False
+        """
+        return self.event <= tokens
 
     def together(self, text: str) -> bool:
         """Whether ``text`` says the gold's words together, as the evidence does, when they are common
@@ -239,7 +253,7 @@ class Information:
         """Whether a line with ``tokens`` holds the whole gold and enough to tell which fact it answers,
         though little of the evidence sentence's other words: all of a rare (``specific``) gold and
         some of its sentence, or everything the question asks by (two words at least)."""
-        if not self.gold or not self.gold.keys() <= tokens or not self.exact <= tokens:
+        if not self.gold or not self.gold.keys() | self.exact <= tokens or not self.tells_event(tokens):
             return False
         if (self.specific
                 and weighted_share(self.sentence, tokens, self.sentence_total) >= _SPECIFIC_SENTENCE_SHARE):
@@ -297,7 +311,7 @@ class Information:
         for line in lines:
             if self.topic and weighted_share(self.topic, line, self.topic_total) < _TOPIC_SHARE:
                 continue
-            if not self.gold_in(line, threshold=threshold):
+            if not self.gold_in(line, threshold=threshold) or not self.tells_event(line):
                 continue
             share = weighted_share(self.sentence, line, self.sentence_total)
             if share >= _SENTENCE_SHARE:

@@ -39,6 +39,7 @@ __all__ = [
     "stating_gold",
     "stored_instead",
     "unread_by",
+    "untold_event",
     "wrote_about",
 ]
 
@@ -376,6 +377,34 @@ def removed_on_day(case: LineageCase, gold: Information, exact: frozenset[str], 
              and since < index.order(loss[0]) < case.query_time
              and not any(states(line) for line in index.lines(loss[2]))]
     return max(found, key=lambda item: (index.order(item[0]), item[0])) if found else None
+
+
+def untold_event(case: LineageCase, info: Information, evidence: str, what: frozenset[str]) -> frozenset[str]:
+    """For a date gold (a month or a year in it), the words the question asks the event by (``what``: its
+    words beyond names, numbers and months) that the evidence sentence says and no memory unit of the
+    question's stores, written before the question from a message of the evidence's day, says; empty for
+    another gold.
+
+    A date is an event's: a reader answers "When did Melanie get hurt?" from a line saying she got hurt
+    then, and a search finds that line by those words. An extraction that kept the date but told the
+    event in other words ("had a setback due to an injury (September 2023)") or not at all (only another
+    remark of the message, dated) lost which event the date is of, when memory tells it nowhere else. A
+    unit of that day telling it (the turn beside the evidence, the other speaker's: one day's turns talk
+    about one thing) keeps the event in memory beside the dated remark, and a reader given both ties
+    them: then the date's statement still counts, and the search or the reader is judged.
+    """
+    if not any(t in MONTH_NAMES or (t.isdigit() and len(t) == 4) for t in info.gold):
+        return frozenset()
+    event = (frozenset(info.topic) - info.headed) & what
+    day = _day_of(case.index, evidence)
+    if not event or day is None:
+        return frozenset()
+    index = case.index
+    told = {token for variable in index.candidates(event, stores=case.stores)
+            if index.produced_at(variable) < case.query_time and _memory(index, variable)
+            and any(_day_of(index, m) == day for m in index.origin_messages(variable))
+            for token in index.tokens(variable) & event}
+    return event - told
 
 
 def _day_of(index: GraphIndex, message: str) -> str | None:
