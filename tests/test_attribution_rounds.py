@@ -903,6 +903,31 @@ def test_an_earlier_search_that_passed_over_a_unit_saying_the_whole_answer_faile
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
 
 
+@pytest.mark.parametrize(("reply", "blamed"), [
+    ("Joanna loves Nate's three turtles and wants to meet them (18 March 2022).", "search joanna"),
+    ("Joanna loves Nate's turtles and wants to meet them (3 March 2022).", "search nate"),
+    ("Joanna loves Nate's turtles and wants to meet them (March 3, 2022).", "search nate"),
+])
+def test_the_day_of_a_memorys_date_does_not_say_a_count(tracer_provider, span_exporter, reply, blamed):
+    """One search per speaker, Joanna's first; Nate's search missed the evidence's unit. Joanna's store held
+    her reply about his turtles: saying "three" of them, it states the whole answer and her earlier search
+    failed first. Dated the third of March, it says when she said it, not how many turtles: no answer there,
+    and Nate's search stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D5:6", "[18 March 2022] Nate: I have three turtles now. They're unique and calming.",
+               "Nate has three turtles and finds them calming (18 March 2022).", store="nate")
+    system.add("D5:7", "[18 March 2022] Nate: I went to the cinema with my friends.",
+               "Nate went to the cinema with his friends (18 March 2022).", store="nate")
+    system.add("D2:11", "[3 March 2022] Joanna: I love your turtles, I want to meet them!", reply,
+               store="joanna")
+    system.add("D5:12", "[18 March 2022] Joanna: I finished my screenplay.",
+               "Joanna finished her screenplay (18 March 2022).", store="joanna")
+    system.ask("How many turtles does Nate have?", "Three", ["D5:6"], [],
+               stores={"joanna": ["D5:12"], "nate": ["D5:7"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
+
+
 @pytest.mark.parametrize(("jolene_returned", "blamed", "error_type"), [
     (["D23:2"], "search jolene", ErrorType.RETRIEVAL),
     (["D23:1"], "answer", ErrorType.RESPONSE),

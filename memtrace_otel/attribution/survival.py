@@ -18,6 +18,7 @@ as the question was asked, the information was in memory
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
@@ -25,7 +26,13 @@ from itertools import chain
 from memtrace_otel.attribution.anchored import months_and_years
 from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
-from memtrace_otel.attribution.presence import Information, split_header, tokenize, weighted_share
+from memtrace_otel.attribution.presence import (
+    Information,
+    split_header,
+    split_lines,
+    tokenize,
+    weighted_share,
+)
 from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import MONTH_NAMES, spoken_day
 
@@ -267,7 +274,7 @@ def held_already(case: LineageCase, carries: Carrying, op: str, *, asked: frozen
             continue
         if not any(weighted_share(said, tokens) >= _HELD_SHARE and info.gold_in(tokens, threshold=_HELD_SHARE)
                    for _, tokens in index.pieces(variable)) and not (
-                whole is not None and any(whole(line) for line in index.lines(variable))):
+                whole is not None and any(whole(line) for line in _gold_lines(index, variable))):
             continue
         current = _alive_at_question(case, variable)
         if current is not None and unread(current):
@@ -285,6 +292,24 @@ def _topic(case: LineageCase, carries: Carrying, asked: frozenset[str]) -> froze
     would pass for one answering "What new activity has Tim started learning?" by the name alone.
     """
     return asked - tokenize(case.index.speaker(carries.evidence))
+
+
+_MONTH = "|".join(sorted(MONTH_NAMES))
+_DAY_OF_MONTH = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?(\s+(?:of\s+)?(?:{_MONTH})\b)"
+                           rf"|\b({_MONTH})\s+\d{{1,2}}(?:st|nd|rd|th)?(,?\s+\d{{4}})\b", re.IGNORECASE)
+
+
+def _gold_lines(index: GraphIndex, variable: str) -> list[frozenset[str]]:
+    """Token sets of ``variable``'s lines (:meth:`.GraphIndex.lines`) with the day of a date left out.
+
+    mem0 dates every memory by its message ("... (9 November 2022)"): the day says when, not how many,
+    and a count gold ("nine" tournaments, "3" children) is not stated by every memory of the ninth or
+    the third of a month.
+    """
+    lines = index.lines(variable)
+    if not any(t.isdigit() for line in lines for t in line):
+        return lines
+    return [tokenize(_DAY_OF_MONTH.sub(r"\1\2\3", line)) for line in split_lines(index.text(variable))]
 
 
 def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False
@@ -313,7 +338,7 @@ def whole_gold_test(index: GraphIndex, gold: Information, exact: frozenset[str],
     states = _states_whole(gold, exact, asked)
     if states is None:
         return None
-    return lambda variable: any(states(line) for line in index.lines(variable))
+    return lambda variable: any(states(line) for line in _gold_lines(index, variable))
 
 
 def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
@@ -340,7 +365,7 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
     for variable in sorted(index.candidates(keys, required=exact, stores=case.stores)):
         if (index.produced_at(variable) < case.query_time and _memory(index, variable)
                 and _alive_at_question(case, variable) == variable and unread(variable)
-                and any(states(line) for line in index.lines(variable))
+                and any(states(line) for line in _gold_lines(index, variable))
                 and (day is None or any(_day_of(index, m) == day for m in index.origin_messages(variable)))):
             found.append(variable)
     return found
@@ -370,12 +395,12 @@ def removed_on_day(case: LineageCase, gold: Information, exact: frozenset[str], 
     for variable in sorted(index.candidates(keys, required=required, stores=case.stores)):
         if (index.produced_at(variable) < case.query_time and _memory(index, variable)
                 and not index.data(variable).get("deleted")
-                and any(states(line) for line in index.lines(variable))
+                and any(states(line) for line in _gold_lines(index, variable))
                 and any(_day_of(index, m) == day for m in index.origin_messages(variable))):
             holding.setdefault(index.data(variable)["name"], set()).add(variable)
     found = [loss for name in sorted(holding) if (loss := _removal(case, name, holding[name])) is not None
              and since < index.order(loss[0]) < case.query_time
-             and not any(states(line) for line in index.lines(loss[2]))]
+             and not any(states(line) for line in _gold_lines(index, loss[2]))]
     return max(found, key=lambda item: (index.order(item[0]), item[0])) if found else None
 
 
