@@ -1795,6 +1795,35 @@ def test_a_reader_that_restated_a_statement_with_part_of_the_gold_answered_what_
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
 
 
+TURTLES_SAID = ("[21 October 2022] Nate: Sure do, I love my turtles. Their slow pace and calming nature are "
+                "just so soothing to watch.")
+TURTLES_FACT = "Nate loves his turtles for their slow pace (21 October 2022)."
+
+
+@pytest.mark.parametrize(("prediction", "blamed", "error_type"), [
+    ("Nate has turtles as pets that always cheer him up", "extract D24:5", ErrorType.EXTRACTION),
+    ("Nate went to a game convention", "answer", ErrorType.RESPONSE),
+    ("I don't know", "answer", ErrorType.RESPONSE),
+])
+def test_a_reader_that_answered_with_a_line_matching_the_question_as_well_lost_nothing_itself(
+        tracer_provider, span_exporter, prediction: str, blamed: str, error_type: ErrorType):
+    """The extraction kept "slow pace" and dropped "calming nature", which the message's sentence said; the
+    search returned its fact. A reader that answered with another line holding as much of the question (the
+    turtles as pets) looked for the answer and found the statement no better one: the extraction lost what
+    it needed (ExtractionError). One that answered with a line holding less of the question, or said it did
+    not know, passed over the part of the answer it had (ResponseError)."""
+    system = _Mem0(tracer_provider)
+    system.add("D24:5", TURTLES_SAID, TURTLES_FACT)
+    system.add("D24:7", "[21 October 2022] Nate: My turtles always cheer me up, they're the best pets.",
+               "Nate has turtles as pets that always cheer him up (21 October 2022).")
+    system.add("D24:9", "[21 October 2022] Nate: I went to a game convention last weekend.",
+               "Nate went to a game convention (21 October 2022).")
+    system.ask("Why does Nate like turtles as pets?", "Their slow pace and calming nature", ["D24:5"],
+               ["D24:7", "D24:9", "D24:5"], prediction=prediction)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
+
+
 POTTERY_SAID = ("[13 October 2023] Melanie: It was tough, but I'm doing ok. Been reading that book you "
                 "recommended a while ago and painting to keep busy.")
 

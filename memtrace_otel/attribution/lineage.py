@@ -80,7 +80,11 @@ off the graph without a model:
    stating it, or more than the question's own words), the reader had part
    of the answer (ResponseError), unless the failed answer restates the
    statement (the reader gave what memory said, and the extraction had left
-   the rest out); a statement with none of the gold is a lossy extraction.
+   the rest out), or, the statement having left out gold words its message's
+   sentence said, another context line holding as much of the question (the
+   reader answered from the line that best matched the question: the statement
+   did not read as the answer); a statement with none of the gold is a lossy
+   extraction.
    An extraction whose statements are all about other parts of its message is
    not shown to have dropped the fact (an evidence id may name the turn beside
    the one saying it, an abstractive gold is inferred): if memory held a unit
@@ -722,7 +726,9 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
     statement, the reader is to blame if the statement has the whole gold, or part of it (with much of
     the sentence stating it, or, given the question's words ``asked``, with more than the question says:
     :func:`_partly_answers`); a statement without any of the gold is left open (a lossy fact), and so is
-    one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`).
+    one with part of it that the failed answer (its words ``answered``) restates (:func:`_answered_with`), or
+    one that left out gold words its message's sentence said while the answer restates another line holding
+    as much of the question (:func:`_answered_instead`).
     A statement lacking some of the gold and keeping none of what the question asks about (``topic``: its
     words beyond names and dates), written from a message stating the answer (:func:`_said_in`), is not
     blamed on a search that passed over it either: the question had nothing to find it by.
@@ -746,6 +752,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
             # The reader answered with the statement itself: it read the extraction's account of the fact
             # and said what it says, and a judge found that short of the gold. The part of the answer the
             # statement lacks was lost when it was written, not when it was read: the extraction's fault.
+            return None
+        if _answered_instead(index, contexts, answered, fate, asked):
+            # The reader answered with another line that matches the question as well as the statement does:
+            # it looked for the answer and the statement did not read as one, for the extraction had left
+            # out gold words its message's sentence said. The extraction lost what the reader needed.
             return None
         if fate.info.related(fate.statement) and weighted_share(fate.info.gold, fate.statement) > 0:
             # The statement is this message's fact (much of the sentence stating it) and keeps part of
@@ -806,6 +817,30 @@ def _answered_with(index: GraphIndex, answered: frozenset[str], statement: froze
     total = math.fsum(index.idf(t) for t in own)
     return (len(own) >= _ECHO_MIN_WORDS and total > 0
             and math.fsum(index.idf(t) for t in own if t in statement) / total >= _ECHO_SHARE)
+
+
+def _answered_instead(index: GraphIndex, contexts: list[str], answered: frozenset[str], fate: Fate,
+                      asked: frozenset[str]) -> bool:
+    """Whether the statement (``fate``) lacks some of the gold words its message's sentence said, and the
+    failed answer (its words ``answered``) restates another line of the answerer's ``contexts`` that holds
+    at least as much of the question (``asked``, by IDF weight) as the statement does.
+
+    A reader without the answer answers from the line that best matches the question ("Nate has turtles as
+    pets that always cheer him up" for "Why does Nate like turtles as pets?", beside a statement that kept
+    "slow" of "their slow pace and calming nature"). That reader did its job with what memory said: the
+    statement did not read as the answer because the extraction left out what its message said of it. A
+    reader that ignored the statement for a line matching the question less, said "I don't know", or said
+    something no line says, did not: it had part of the answer and gave none of it (a reader's mistake).
+    """
+    if fate.info.gold.keys() <= fate.statement:
+        return False
+
+    def asks(tokens: frozenset[str]) -> float:
+        return math.fsum(index.idf(t) for t in tokens & asked)
+
+    bar = asks(fate.statement)
+    return any(_answered_with(index, answered, line, asked) and asks(line) >= bar
+               for v in contexts for line in index.lines(v) if not fate.statement <= line)
 
 
 def _said_in(index: GraphIndex, message: str, gold: Information | None) -> bool:
