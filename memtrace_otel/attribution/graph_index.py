@@ -174,14 +174,17 @@ class GraphIndex:
         return self._has_content
 
     # -- nodes ------------------------------------------------------------
+    # The per-case walks ask for node data millions of times per span file; ``G.nodes[n]``
+    # goes through a view object each time, ``G._node[n]`` is the same attribute dict (live,
+    # so nothing here can go stale) at the cost of one dict look-up.
     def data(self, node: str) -> dict[str, Any]:
-        return self.G.nodes[node]
+        return self.G._node[node]  # type: ignore[no-any-return]
 
     def order(self, op: str) -> int:
-        return int(self.G.nodes[op].get("order", 0))
+        return int(self.G._node[op].get("order", 0))
 
     def category(self, op: str) -> str:
-        return str(self.G.nodes[op].get("category", Category.OTHER))
+        return str(self.G._node[op].get("category", Category.OTHER))
 
     def content(self, variable: str) -> str | None:
         return self.G.nodes[variable].get("content")
@@ -344,12 +347,12 @@ class GraphIndex:
 
     def readers(self, variable: str) -> list[str]:
         return [
-            s for s in self.G.successors(variable) if self.G.nodes[s].get("type") == OPERATION
+            s for s in self.G.successors(variable) if self.G._node[s].get("type") == OPERATION
         ]
 
     def is_step(self, op: str) -> bool:
         """Whether ``op`` is an internal step (a model call) of another operation, not one of its own."""
-        d = self.G.nodes[op]
+        d = self.G._node[op]
         return d.get("category") == _STEP or d.get("parent_operation") is not None
 
     def internal(self, variable: str) -> bool:
@@ -507,7 +510,7 @@ class GraphIndex:
 
     def is_stored(self, variable: str) -> bool:
         """Whether ``variable`` is memory (a unit or store a later question can draw on)."""
-        d = self.G.nodes[variable]
+        d = self.G._node[variable]
         if d.get("kind") in STORED_KINDS:
             return True
         if d.get("kind") in _NOT_STORED:
