@@ -856,3 +856,23 @@ def test_a_line_naming_only_who_is_asked_about_is_no_other_memory_stating_the_go
     verdict = _walk_verdict(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["D1"], ErrorType.EXTRACTION)
 
+
+
+def test_a_cases_read_side_is_its_slices_operations_from_the_question_on_in_execution_order(
+        tracer_provider, span_exporter):
+    # The per-case lists stand in for scans of the whole slice: they must hold what the scans found.
+    from memtrace_otel.graph.node_types import OPERATION
+    from memtrace_otel.semconv import Category
+
+    _history(tracer_provider, {"d1": "Caroline went to a LGBTQ support group.", "d2": "Mel painted a lake."},
+             {"d1": "Caroline attended a support group", "d2": "Mel painted a lake"},
+             "What did Caroline attend?", "LGBTQ support group", "d1")
+    carries, _ = _carrying_of(span_exporter, "What did Caroline attend?", "LGBTQ support group", "d1")
+    case, index = carries.case, carries.case.index
+    operations = {n for n in case.answer_slice if index.data(n).get("type") == OPERATION}
+    assert set(case.operations()) == operations and len(case.operations()) == len(operations)
+    later = [op for op in operations if index.order(op) >= case.query_time]
+    assert case.read_side() == sorted(later, key=index.order)
+    assert case.generator in case.read_side()
+    assert any(index.category(op) == Category.RETRIEVAL for op in case.read_side())
+    assert not any(index.category(op) == Category.EXTRACTION for op in case.read_side())

@@ -73,16 +73,37 @@ class LineageCase:
     """Read-side ops of other questions whose outputs the answerer is linked to (by value only)."""
     semantic: Embedder | None = None
     """The offline embedding model that tells paraphrases (``None``: word shares only)."""
+    _operations: list[str] | None = None
+    _read_side: list[str] | None = None
 
     @classmethod
     def of(cls, index: GraphIndex, answer: str, generator: str, *, semantic: Embedder | None = None
            ) -> LineageCase:
         """The case of ``answer``, written by ``generator``."""
         answer_slice, own, foreign = _with_question_reads(index, generator, answer_history(index, answer))
-        query_time = min([_query_time(index, generator, answer_slice), *(index.order(op) for op in own)])
+        operations = [n for n in answer_slice if index.data(n).get("type") == OPERATION]
+        query_time = min([_query_time(index, generator, operations), *(index.order(op) for op in own)])
         return cls(index, answer, generator, query_time, answer_slice,
-                   structural=not index.has_content, stores=_read_stores(index, answer_slice),
-                   foreign=frozenset(foreign), semantic=semantic)
+                   structural=not index.has_content, stores=_read_stores(index, operations),
+                   foreign=frozenset(foreign), semantic=semantic, _operations=operations)
+
+    # The slice holds the whole write history (tens of thousands of nodes on a real conversation)
+    # and the walks over each evidence message ask for its few read-side operations again and
+    # again: both lists are made once per case. They keep the slice's own iteration order (the
+    # second sorted stably), so filtering them gives what filtering and sorting the slice gave.
+    def operations(self) -> list[str]:
+        """The operations in the answer's slice."""
+        if self._operations is None:
+            self._operations = [n for n in self.answer_slice if self.index.data(n).get("type") == OPERATION]
+        return self._operations
+
+    def read_side(self) -> list[str]:
+        """The slice's operations at or after the question (``query_time``), in execution order."""
+        if self._read_side is None:
+            index = self.index
+            self._read_side = sorted((op for op in self.operations() if index.order(op) >= self.query_time),
+                                     key=index.order)
+        return self._read_side
 
 
 class Carrying:
@@ -638,7 +659,7 @@ def _queries_behind(index: GraphIndex, op: str) -> list[str]:
     return found
 
 
-def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> int:
+def _query_time(index: GraphIndex, generator: str, operations: list[str]) -> int:
     """Execution order at which the question starts being answered (end of the write side).
 
     The question's read side is its retrievals, reranks and generation in the
@@ -649,9 +670,8 @@ def _query_time(index: GraphIndex, generator: str, answer_slice: set[str]) -> in
     trace = index.data(generator).get("trace_id")
     starts = [
         index.order(op)
-        for op in answer_slice
-        if index.data(op).get("type") == OPERATION
-        and index.category(op) in _QUERY_SIDE
+        for op in operations
+        if index.category(op) in _QUERY_SIDE
         and index.data(op).get("trace_id") == trace
     ]
     starts.extend(index.order(op) for op in _read_chain(index, generator))
@@ -676,13 +696,9 @@ def _read_chain(index: GraphIndex, generator: str) -> list[str]:
     return found
 
 
-def _read_stores(index: GraphIndex, answer_slice: set[str]) -> list[str] | None:
+def _read_stores(index: GraphIndex, operations: list[str]) -> list[str] | None:
     """Stores the retrievals and reranks on the answer's slice read, sorted; ``None`` if they name none."""
-    stores = (
-        index.data(op).get("store_id")
-        for op in answer_slice
-        if index.data(op).get("type") == OPERATION and index.category(op) in _READ_SIDE
-    )
+    stores = (index.data(op).get("store_id") for op in operations if index.category(op) in _READ_SIDE)
     return sorted({s for s in stores if isinstance(s, str) and s}) or None
 
 

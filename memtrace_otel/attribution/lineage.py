@@ -188,7 +188,6 @@ from memtrace_otel.attribution.survival import (
     whole_gold_test,
     wrote_about,
 )
-from memtrace_otel.graph.node_types import OPERATION
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
 from memtrace_otel.text import MONTH_NAMES
 
@@ -263,15 +262,7 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             # the search would have passed over the repaired extraction's fact too (_passed_over).
             alive = [v for v in alive if v in carries.descendants] or (
                 _passed_over(case, carries, question, alive, drops) if question else [])
-    chain = sorted(
-        (
-            op
-            for op in case.answer_slice
-            if index.data(op).get("type") == OPERATION and index.order(op) >= case.query_time
-            and not index.is_step(op)
-        ),
-        key=index.order,
-    )
+    chain = [op for op in case.read_side() if not index.is_step(op)]
     reached: str | None = None  # a carrier the question's read side wrote, on its way to the answerer
     retrievals = [op for op in chain if index.category(op) == Category.RETRIEVAL]
 
@@ -926,9 +917,8 @@ def _earlier_miss(case: LineageCase, verdict: Verdict, units: list[str]) -> Verd
 def _question_searches(case: LineageCase) -> list[str]:
     """The retrievals on the answer's path at or after the question, steps excluded, in execution order."""
     index = case.index
-    return sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
-                   and index.category(op) == Category.RETRIEVAL and index.order(op) >= case.query_time
-                   and not index.is_step(op)), key=index.order)
+    return [op for op in case.read_side() if index.category(op) == Category.RETRIEVAL
+            and not index.is_step(op)]
 
 
 def _returning_step(case: LineageCase, searches: list[str], retrievals: list[str]) -> str:
@@ -1212,9 +1202,7 @@ def _fallback(case: LineageCase) -> Verdict:
     """
     index = case.index
     scores = index.ochiai()
-    ops = [n for n in case.answer_slice if index.data(n).get("type") == OPERATION] or [
-        case.generator
-    ]
+    ops = list(case.operations()) or [case.generator]
     read = sorted((n for n in ops if index.order(n) >= case.query_time and not index.is_step(n)
                    and (n == case.generator or index.category(n) in _READ_PATH)),
                   key=lambda n: (n != case.generator, -index.order(n), n))

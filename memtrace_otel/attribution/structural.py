@@ -242,9 +242,7 @@ def _write_suspects(case: LineageCase, reach: _Reach) -> list[Suspect]:
 
 def _read_chain(case: LineageCase) -> list[str]:
     index = case.index
-    return sorted((op for op in case.answer_slice if index.data(op).get("type") == OPERATION
-                   and index.category(op) in _READ_SIDE and index.order(op) >= case.query_time),
-                  key=index.order)
+    return [op for op in case.read_side() if index.category(op) in _READ_SIDE]
 
 
 def _read_suspects(case: LineageCase, reach: _Reach) -> list[Suspect]:
