@@ -475,6 +475,28 @@ def test_an_extraction_that_dropped_its_part_while_a_unit_held_the_whole_gold_is
     assert (verdict.operation, verdict.error_type) == (system.ops["delete D3:11"], ErrorType.DELETION)
 
 
+PROFESSIONAL = "When did John start playing professionally?"
+
+
+def test_a_search_that_passed_over_a_message_saying_the_whole_gold_comes_before_another_messages_drop(
+        tracer_provider, span_exporter):
+    """Two evidence messages: the first says the whole gold (the signing, in May 2023) and its unit was alive
+    when the search passed over it; the second's extraction wrote nothing of its part. The answer needed no
+    other message than the first: the search that missed its unit decided, not the earlier drop of a part a
+    reader given that unit would not have needed."""
+    system = _Mem0(tracer_provider)
+    system.add("D1:3", "[21 May 2023] John: That's great! I just signed with a new team - excited for the "
+               "season!",
+               "John just signed with a new team and is excited for the season (21 May 2023).")
+    system.add("D1:4", "[21 May 2023] Tim: I bought a new fantasy novel.",
+               "Tim bought a new fantasy novel (21 May 2023).")
+    system.add("D21:4", "[6 December 2023] John: I've been playing professionally for just under a year now. "
+               "It's been a wild ride.", None)
+    system.ask(PROFESSIONAL, "May, 2023", ["D1:3", "D21:4"], ["D1:4"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
 PENDANTS = "What symbolic gifts do Deborah and Jolene have from their mothers?"
 
 

@@ -110,7 +110,9 @@ off the graph without a model:
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule; a verdict is grounded in
 the gold's words only when the evidence sentence states them, not when it
-asks), unless it is an extraction
+asks) among those of a message whose sentence states the whole gold, when
+one does (that message needed no other: another's lost part decided
+nothing), unless it is an extraction
 that dropped its message's part, or a write that removed its message's unit,
 while a unit stating the whole gold was stored (another verdict's later write
 removed it: that write was decisive, and competes though its own message did
@@ -228,6 +230,9 @@ class Verdict:
     elsewhere: bool = False
     """The verdict is an extraction whose statements are all about other things: its message (an
     evidence id names a turn near the one saying the answer) may not have stated the fact."""
+    says_whole: bool = False
+    """The verdict's evidence message states the whole gold (every word of it, in the sentence stating the
+    fact): its fact alone answered the question, whatever became of another evidence message's part."""
     returned: bool = False
     """The verdict blames a search for a unit alive in its store that the answerer's context holds: the
     search returned what the presence test sees carrying the fact, so it is not shown to have missed it
@@ -1031,6 +1036,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
     # "since this one went badly") are the asker's, not the answer said.
     verdict.gold_grounded = info.source == "gold" and not structural and not _is_question(info.text)
+    verdict.says_whole = (verdict.gold_grounded and stated is not None and bool(stated.gold)
+                          and stated.gold.keys() <= info.gold.keys())
     verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
     verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
                          and index.category(verdict.operation) in _EXTRACTION_ROLES
@@ -1102,8 +1109,9 @@ def _is_question(sentence: str) -> bool:
 
 
 def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None = None) -> Verdict | None:
-    """One verdict of the per-evidence ones: grounded (with the losses of a part the reader's context
-    lacks: :func:`_missed_parts`), non-response, earliest, suspicious first.
+    """One verdict of the per-evidence ones: grounded, of a message stating the whole gold when one does
+    (with the losses of a part the reader's context lacks: :func:`_missed_parts`), non-response,
+    earliest, suspicious first.
 
     Each evidence message's verdict names an operation that lost part of
     what the answer needed; MemTrace's rule takes the earliest faulty one
@@ -1113,6 +1121,12 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
     if not verdicts:
         return None
     pool = [v for v in verdicts if v.gold_grounded] or verdicts
+    if len({v.operation for v in pool}) > 1:
+        # The earliest faulty operation wins only if it was decisive. A message stating the whole answer
+        # needed no other: the loss of another message's part (an extraction that dropped it) decided
+        # nothing, since a reader given this message's fact would have answered without that part; what
+        # kept this fact from the reader (a search that passed over its unit, say) did.
+        pool = [v for v in pool if v.says_whole] or pool
     if gold is not None:
         pool = pool + _missed_parts(case.index, verdicts, pool, gold)
     pool = [v for v in pool if not v.returned] or pool
