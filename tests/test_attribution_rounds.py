@@ -268,9 +268,10 @@ COUNCIL_SAID = ("[15 July 2023] Caroline: Last Friday I went to a council meetin
 COUNCIL_GOLD = "many people wanting to create loving homes for children in need"
 
 
-def _council_history(provider: TracerProvider, *, fact: str, later: str | None) -> dict[str, str]:
-    """Caroline's council turn extracted as a third-person fact and added as a unit; then ``later``:
-    another add's decision overwrites that unit (``"update"``), deletes it (``"delete"``) or merges
+def _council_history(provider: TracerProvider, *, fact: str, later: str | None, said: str = COUNCIL_SAID,
+                     question: str = COUNCIL, gold: str = COUNCIL_GOLD) -> dict[str, str]:
+    """Caroline's council turn (``said``) extracted as a third-person fact and added as a unit; then
+    ``later``: another add's decision overwrites that unit (``"update"``), deletes it (``"delete"``) or merges
     into it keeping the fact (``"merge"``); then a search that returns the unit, a wrong answer."""
     mt = MemoryTracer(provider, capture_content=True)
     ops: dict[str, str] = {}
@@ -281,7 +282,7 @@ def _council_history(provider: TracerProvider, *, fact: str, later: str | None) 
 
     with mt.operation("mem0.add.extract", Category.EXTRACTION, store_id="s") as op:
         remember("extract", op)
-        message = op.read("msg:D8:9", content=COUNCIL_SAID, kind=VariableKind.MESSAGE)
+        message = op.read("msg:D8:9", content=said, kind=VariableKind.MESSAGE)
         facts = op.write("facts:D8:9", fact, kind=VariableKind.FACTS)
         op.step("extract", [message], [facts])
     with mt.operation("mem0.create", Category.UPDATE, gen_ai_operation="create_memory", store_id="s") as op:
@@ -308,39 +309,72 @@ def _council_history(provider: TracerProvider, *, fact: str, later: str | None) 
             op.read(other)
             op.delete(unit)
     with mt.operation("mem0.search", Category.RETRIEVAL, gen_ai_operation=SEARCH, store_id="s") as op:
-        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
         if later != "delete":
             op.read(unit)
         context = op.write("context:q1", str(unit.content) if later != "delete" else "",
                            kind=VariableKind.CONTEXT)
     with mt.operation("app.answer", Category.GENERATION) as op:
-        op.read("query:q1", content=COUNCIL, kind=VariableKind.QUERY)
+        op.read("query:q1", content=question, kind=VariableKind.QUERY)
         op.read(context)
         answer = op.write("answer:q1", "I don't know", kind=VariableKind.ANSWER)
     with mt.operation("app.judge", Category.EVALUATION) as op:
         op.read(answer)
-        op.record_evaluation(False, question=COUNCIL, prediction="I don't know", gold=COUNCIL_GOLD,
+        op.record_evaluation(False, question=question, prediction="I don't know", gold=gold,
                              evidence=["D8:9"], answer=answer, case_id="q1")
     return ops
 
 
 COUNCIL_FACT = ("Caroline attended a council meeting for adoption last Friday and found it inspiring and "
                 "emotional (the friday before 15 July 2023).")
+# The fact in the extractor's words: it keeps one word of the gold ("children"), too little for the presence
+# test.
+COUNCIL_PARAPHRASE = ("Caroline attended a council meeting for adoption last Friday and found it inspiring "
+                      "and emotional to see families hoping to adopt children (the friday before 15 July "
+                      "2023).")
 
 
 def test_a_later_overwrite_of_what_the_extractor_wrote_is_the_update_error(tracer_provider, span_exporter):
-    """No unit says the abstractive gold in its words, so presence alone blames the extraction; but its
-    statement about the meeting was stored, and a later update overwrote the unit with another fact:
-    a repaired extraction would have been overwritten the same way. The update is the decisive fault."""
-    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="update")
+    """No unit says the gold in its words, so presence alone blames the extraction; but its statement
+    about the meeting, a paraphrase of the answer, was stored, and a later update overwrote the unit with
+    another fact: a repaired extraction would have been overwritten the same way. The update is the
+    decisive fault."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_PARAPHRASE, later="update")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.UPDATE)
 
 
 def test_a_later_deletion_of_what_the_extractor_wrote_is_the_deletion_error(tracer_provider, span_exporter):
-    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later="delete")
+    ops = _council_history(tracer_provider, fact=COUNCIL_PARAPHRASE, later="delete")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.DELETION)
+
+
+@pytest.mark.parametrize("later", ["update", "delete"])
+def test_a_later_removal_of_a_statement_without_the_answer_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter, later):
+    """The extractor kept the meeting and none of the words its message said of the answer ("so many
+    people wanted to create loving homes for children in need"): the unit never held the answer, so the
+    write that later removed it lost nothing the answer needed (its repair restores a unit without it).
+    The extraction that left the answer out is the fault."""
+    ops = _council_history(tracer_provider, fact=COUNCIL_FACT, later=later)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+def test_a_later_removal_of_a_statement_saying_a_lone_gold_word_otherwise_is_the_update_error(
+        tracer_provider, span_exporter):
+    """A gold of one plain word is what a paraphrase says by a synonym ("had a great time" for "amazing"):
+    the statement keeps none of the gold's words and may still say the answer, so its later overwrite
+    decides, as for any paraphrase."""
+    ops = _council_history(
+        tracer_provider, later="update",
+        said="[15 July 2023] Caroline: Last Friday I went to a council meeting for adoption. It was amazing!",
+        question="How was the council meeting for adoption Caroline went to?", gold="Amazing",
+        fact=("Caroline had a great time at a council meeting for adoption last Friday (the friday before "
+              "15 July 2023)."))
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["later"], ErrorType.UPDATE)
 
 
 def test_a_merge_that_kept_what_the_extractor_wrote_leaves_the_extraction_to_blame(
@@ -441,7 +475,7 @@ def test_the_loss_of_what_the_evidence_extraction_wrote_comes_before_a_unit_from
     quoting part of it) was deleted later. The evidence's own lineage is what the answer needed:
     its overwrite is the fault, not the deletion of a unit from elsewhere."""
     system = _Mem0(tracer_provider)
-    system.add("D8:9", COUNCIL_SAID, COUNCIL_FACT)
+    system.add("D8:9", COUNCIL_SAID, COUNCIL_PARAPHRASE)
     system.add("D8:10", "[15 July 2023] Melanie: So many people want to create loving homes for children "
                "in need, Caroline!",
                "Caroline saw many people wanting to create loving homes for children in need (15 July 2023).")

@@ -69,7 +69,10 @@ off the graph without a model:
    about the fact is followed into memory (:mod:`.survival`, by its words,
    not by the presence test): if a later write removed every copy of it
    before the question, that write is the decisive fault (a repaired
-   extraction would have met it too), and such a loss on the evidence's own
+   extraction would have met it too), unless the statement kept none of the
+   gold its sentence said (two words or more, or a name: a lone plain word
+   may be said by a synonym), when the removed units never held the answer
+   and the extraction is to blame; such a loss on the evidence's own
    lineage comes before the loss of a unit from elsewhere; if a unit still
    held it when the question was asked and the answer's context does not,
    the question's search of that unit's store missed it (RetrievalError),

@@ -10,7 +10,10 @@ rewrite that unit without it (an update that overwrote a merely similar memory,
 a lossy merge) or delete it. When every copy of the statement was removed
 before the question was asked, the extraction is not the decisive fault: a
 repaired extraction's statement would have met the same later write. The
-remover is (:func:`statement_loss`). When a unit still held the statement
+remover is (:func:`statement_loss`), unless the statement kept none of the
+gold its message's sentence said (two words or more, or a name): a unit
+that never held the answer lost nothing by its removal, and the extraction
+that left the answer out decided. When a unit still held the statement
 as the question was asked, the information was in memory
 (:attr:`Fate.alive`): the search that did not return it is the one to look at.
 """
@@ -28,6 +31,7 @@ from memtrace_otel.attribution.carrying import Carrying, LineageCase
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import (
     Information,
+    salient,
     split_header,
     split_lines,
     tokenize,
@@ -66,6 +70,9 @@ _HELD_SHARE = 0.5
 """Share (IDF-weighted) of the sentence stating the fact, and of the gold's words it says, a memory an
 extraction read must hold to hold the fact already: a paraphrase keeps half of either, a memory merely on
 the same topic (the same day's date, the speaker's hobby) keeps a third at most."""
+_NONE_KEPT_WORDS = 2
+"""Gold words (of the evidence sentence) a statement must keep none of to have lost the answer, when none
+of them is a name, number or month: a lone plain word may be said by a synonym."""
 _READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK, Category.GENERATION})
 _STATES_GOLD_SHARE = 0.8
 """Share (weighted) of the whole gold a line of another unit must hold to state the answer (the presence
@@ -99,7 +106,8 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     ``op`` from the evidence, or one the decision reading ``op``'s statements compared them with
     (:func:`_compared`: a statement found stored already).
     The remover wrote the version ``after`` (a rewrite without the statement, a tombstone or a
-    deletion marker) of the unit whose version ``before`` held it. With ``own``, the units ``op``
+    deletion marker) of the unit whose version ``before`` held it; there is none when the statement
+    kept none of the gold its sentence said (:func:`_kept_none`). With ``own``, the units ``op``
     wrote itself count too, as statements and as holders (an extraction that writes its memory
     into the unit it read).
     """
@@ -133,7 +141,25 @@ def statement_fate(case: LineageCase, carries: Carrying, op: str, *, asked: froz
         else:
             losses.append(removed)
     loss = None if alive else max(losses, key=lambda item: (index.order(item[0]), item[0]))
+    if loss is not None and _kept_none(info, statement, index.message_text(carries.evidence)):
+        # The units holding the statement never held the answer, so the write that removed the last of
+        # them lost nothing the answer needed (its repair restores a unit without it): the extraction that
+        # wrote the fact without the answer did.
+        loss = None
     return Fate(statement, alive, loss, info)
+
+
+def _kept_none(info: Information, statement: frozenset[str], message: str | None) -> bool:
+    """Whether ``statement`` keeps none of the gold its evidence sentence said, where that gold is two words
+    or more, or a name, number or month the evidence ``message`` said (:func:`.presence.salient`).
+
+    A paraphrase says a fact in other words, and a lone plain word of the gold is the one it most often
+    says by a synonym ("had a great time" for "amazing"); a statement that keeps none of several gold words,
+    or not the name the message said ("watch a few movies" for "Home Alone"), did not say the answer.
+    """
+    if not info.gold or statement & info.gold.keys():
+        return False
+    return len(info.gold) >= _NONE_KEPT_WORDS or bool(salient(info, message))
 
 
 def _compared(index: GraphIndex, op: str) -> set[str]:
