@@ -81,10 +81,10 @@ def _rotating(functions: dict[str, Callable[[], None]], blocks: int, calls: int,
     block: nanoseconds per call, per block.
 
     Shuffled (seeded), not rotated: a rotation of one order keeps every function behind the same one (in
-    ``traced, one-shot, floor`` rotated, the one-shot form always ran right after the ``with`` form, which
-    had left memtrace's code and data in the caches, and the ``with`` form always after the floor), and
-    a function that follows another of the same library runs faster (session 43: about 0.01-0.03 of a
-    ratio to the floor). Shuffled, each follows each other as often."""
+    ``traced, one-shot, floor`` rotated, the one-shot form always ran right after the ``with`` form, with
+    memtrace's code and data left in the caches by it, and the ``with`` form always after the floor).
+    Shuffled, each follows each other as often. (Session 43 found no difference in the ratios within the
+    runs' spread, docs/performance.md; the comparison is fair by construction now.)"""
     names = list(functions)
     for function in functions.values():
         for _ in range(op_overhead._WARM_UP_ALONE):
