@@ -17,6 +17,10 @@ numbers, months, ordinals  as written                        canonical (:func:`n
 entry point                :func:`content_tokens`            :func:`fact_tokens`
 =========================  ===============================  ===================================
 
+The presence test reads with ``fold`` (:func:`fact_words`, :func:`normalize_token`): letters of any
+script, accents folded, numbers to ninety-nine spelled out as digits, and a final "ie" or "y" folded
+as stripping a plural folds it; the real-mem0 labeller and the reference systems tokenise without it.
+
 :func:`readable` turns a stored record (a JSON memory, a message with a
 ``Timestamp:`` line) into the sentences it says, dated in words.
 
@@ -38,11 +42,13 @@ import json
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
 __all__ = [
+    "ANY_WORD_OR_NUMBER",
     "CHAT_STOPWORDS",
     "CHAT_WORD",
     "FACT_STOPWORDS",
@@ -56,6 +62,7 @@ __all__ = [
     "content_tokens",
     "fact_token_sequence",
     "fact_tokens",
+    "fact_words",
     "normalize_answer",
     "normalize_token",
     "readable",
@@ -296,8 +303,59 @@ def _fact_token_sequence(text: str, fold: bool) -> tuple[str, ...]:
 
 def _fact_token_list(text: str, fold: bool) -> list[str]:
     # One tokenisation for both memoised views (a set, and the order with repeats), each cached apart.
-    pieces = words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False)
-    return [normalize_token(w, fold=fold) for w in pieces if w.lower() not in FACT_STOPWORDS]
+    return [normalize_token(w, fold=fold) for w in fact_words(text, fold=fold)
+            if w.lower() not in FACT_STOPWORDS]
+
+
+ANY_WORD_OR_NUMBER = re.compile(r"[^\W\d_]+|\d+")
+""":data:`WORD_OR_NUMBER` in any script: a run of letters (``café``, ``Zoë``, ``Москва``) or of digits."""
+
+_UNITS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_UNIT_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_TEENS = ("thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
+_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SPELLED_VALUES = {
+    **{w: 13 + i for i, w in enumerate(_TEENS)},
+    **{w + "th": 13 + i for i, w in enumerate(_TEENS)},
+    **{w: 20 + 10 * i for i, w in enumerate(_TENS)},
+    **{w[:-1] + "ieth": 20 + 10 * i for i, w in enumerate(_TENS)},
+    **{w: 1 + i for i, w in enumerate(_UNITS)},
+    **{w: 1 + i for i, w in enumerate(_UNIT_ORDINALS)},
+}
+_SPELLED_NUMBER = re.compile(
+    rf"\b(?:({'|'.join(_TENS)})(?:[- ]({'|'.join(_UNITS + _UNIT_ORDINALS)}))?"
+    rf"|({'|'.join(_TEENS)})|((?:{'|'.join(w[:-1] for w in _TENS)})ieth|(?:{'|'.join(_TEENS)})th))\b",
+    re.IGNORECASE)
+
+
+def _spelled(match: re.Match[str]) -> str:
+    tens, unit, single, ordinal = match.groups()
+    if tens is None:
+        return str(_SPELLED_VALUES[(single or ordinal).lower()])
+    return str(_SPELLED_VALUES[tens.lower()] + (_SPELLED_VALUES[unit.lower()] if unit else 0))
+
+
+@functools.lru_cache(maxsize=65536)
+def fact_words(text: str, *, fold: bool = False) -> tuple[str, ...]:
+    """The words the fact tokenizer normalises, as written (case kept), ordinals stripped.
+
+    ``fold`` (the presence test's) reads text as people and memory systems write it beyond
+    :data:`MONTHS` and :data:`NUMBER_WORDS`: accented letters as their base letter (an
+    extractor may write "cafe" for "café", "Zoe" for "Zoë"), words in any script (not only
+    ASCII letters), and numbers from thirteen to ninety-nine spelled out as their digits
+    ("twenty-five" holds "25").
+
+    >>> fact_words("Zoë's café, twenty-five years")
+    ('Zo', 's', 'caf', 'twenty', 'five', 'years')
+    >>> fact_words("Zoë's café, twenty-five years", fold=True)
+    ('Zoe', 's', 'cafe', '25', 'years')
+    """
+    if fold:
+        if not text.isascii():
+            text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+        return tuple(words(_SPELLED_NUMBER.sub(_spelled, strip_ordinals(text)), pattern=ANY_WORD_OR_NUMBER,
+                           lower=False))
+    return tuple(words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False))
 
 
 # -- sentences ---------------------------------------------------------------------------------

@@ -876,3 +876,35 @@ def test_a_cases_read_side_is_its_slices_operations_from_the_question_on_in_exec
     assert case.generator in case.read_side()
     assert any(index.category(op) == Category.RETRIEVAL for op in case.read_side())
     assert not any(index.category(op) == Category.EXTRACTION for op in case.read_side())
+
+
+def test_a_unit_writing_a_word_without_its_accents_or_a_number_in_digits_carries_the_gold():
+    """An extractor writes "Cafe" for the turn's "Café" and "25" for its "twenty-five" (or the other way):
+    the presence test reads them as the same words; a different number is still another fact."""
+    said = "[8 May 2023] John: We met at Café Landtmann, I've been going there for twenty-five years."
+    place = critical_information("Café Landtmann", "Where did John meet his friend?", said)
+    assert place.carried_by(tokenize("John met his friend at Cafe Landtmann (8 May 2023)."))
+    assert not place.carried_by(tokenize("John met his friend at a cafe (8 May 2023)."))
+    years = critical_information("25 years", "How long has John been going to Café Landtmann?", said)
+    assert years.carried_by(tokenize("John has been going to Cafe Landtmann for 25 years (8 May 2023)."))
+    assert not years.carried_by(tokenize("John has been going to Café Landtmann for twenty-four years."))
+    assert tokenize("the twenty-first of May") == tokenize("the 21st of May")
+
+
+def test_words_in_any_script_are_tokens():
+    """A name written in another script is a word the gold and a unit share, not nothing: a unit without
+    it does not carry the gold."""
+    said = "[8 May 2023] Anna: I moved to Москва last year."
+    info = critical_information("Москва", "Where does Anna live?", said)
+    assert info.carried_by(tokenize("Anna moved to Москва (8 May 2023)."))
+    assert not info.carried_by(tokenize("Anna moved to Berlin (8 May 2023)."))
+
+
+def test_the_benchmarks_tokenizer_is_left_as_it_was():
+    """The reference systems and the real-mem0 labeller tokenise without ``fold``: their labels are pinned
+    (``memtrace bench build`` writes the same labels for the same seed), so accents, scripts and spelled
+    numbers are the presence test's alone."""
+    from memtrace_otel.text import fact_tokens
+
+    assert fact_tokens("Café, twenty-five") != fact_tokens("Cafe, 25")
+    assert fact_tokens("Café, twenty-five", fold=True) == fact_tokens("Cafe, 25", fold=True)

@@ -30,13 +30,11 @@ from memtrace_otel.text import (
     MONTH_NAMES,
     MONTHS,
     NUMBER_WORDS,
-    WORD_OR_NUMBER,
     fact_token_sequence,
     fact_tokens,
+    fact_words,
     normalize_token,
     sentences,
-    strip_ordinals,
-    words,
 )
 
 __all__ = [
@@ -83,7 +81,7 @@ def topic_of(question: str | None) -> frozenset[str]:
 def _salient(text: str) -> set[str]:
     """Numbers, month names and capitalised words (names) of ``text``, normalised."""
     found = set()
-    for word in words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False):
+    for word in fact_words(text, fold=True):
         lower = word.lower()
         if lower in FACT_STOPWORDS:
             continue
