@@ -1904,3 +1904,34 @@ def test_a_search_is_not_blamed_for_passing_over_a_statement_without_what_the_qu
                prediction="Melanie made a black and white bowl in her pottery class")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
+
+
+ROUTINE_SAID = ("[25 February 2023] Deborah: In the morning, I meditate, do yoga, and teach classes. And "
+                "yesterday I went for a morning jog for the first time in a nearby park. I will now "
+                "incorporate this into my daily routine. And in the evenings, I spend time with loved ones.")
+JOG_FACT = ("Deborah went for a morning jog in a nearby park for the first time and plans to include it in "
+            "her daily routine (24 February 2023).")
+
+
+@pytest.mark.parametrize(("fact", "blamed", "error_type"), [
+    (JOG_FACT, "extract D7:18", ErrorType.EXTRACTION),
+    (JOG_FACT.removesuffix(".") + "; in the evenings she spends time with loved ones.", "answer",
+     ErrorType.RESPONSE),
+])
+def test_a_carrier_of_the_sentence_without_the_answer_its_message_said_beside_it_is_the_extractions_loss(
+        tracer_provider, span_exporter, fact: str, blamed: str, error_type: ErrorType):
+    """The evidence sentence that best matches the question (the morning jog) holds one gold word ("time",
+    of "the first time"); the message says the answer in another sentence. An extraction that kept the jog
+    and none of the evenings with loved ones wrote a fragment the answer could not come from, though the
+    presence test sees it carry the sentence's fact: the reader whose context held it is not to blame, the
+    extraction is (ExtractionError). One that kept the evenings too gave the reader the answer, and the
+    reader that answered with the jog is to blame (ResponseError)."""
+    system = _Mem0(tracer_provider)
+    system.add("D7:18", ROUTINE_SAID, fact)
+    system.add("D7:19", "[25 February 2023] Deborah: I also bought a new yoga mat last week.",
+               "Deborah bought a new yoga mat (the week before 25 February 2023).")
+    system.ask("What activity does Deborah incorporate into her daily routine after going for a morning jog "
+               "in the park?", "spending time with loved ones", ["D7:18"], ["D7:19", "D7:18"],
+               prediction="Deborah went for a morning jog in a nearby park")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation

@@ -54,7 +54,12 @@ off the graph without a model:
    store that passed over a unit saying the whole answer failed first; and a
    search that passed over a carrier decided nothing when another search
    returned a carrier written from the evidence, or one saying the whole
-   answer: the reader had it either way.
+   answer: the reader had it either way. Nor did one that passed over (or a
+   reader that had) a carrier of the evidence sentence's fact holding under
+   half of what the message said of the gold, when another sentence of the
+   message stated the answer and the extraction that read it kept none of
+   it: a repaired search or reader would have had only that fragment, and
+   the extraction lost the answer first.
 4. **Write side** (before the question, forward from the evidence): an
    operation is judged by what it wrote (memory units, versions, tombstones,
    what it passed on), never by its prompts, raw model responses or model-call
@@ -194,7 +199,7 @@ from memtrace_otel.attribution.survival import (
     wrote_about,
 )
 from memtrace_otel.semconv import Category, VariableKind, error_type_of_category
-from memtrace_otel.text import MONTH_NAMES
+from memtrace_otel.text import MONTH_NAMES, sentences
 
 __all__ = ["LineageEngine", "find_evidence"]
 
@@ -1029,6 +1034,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         written = _write_side(case, carries, asked, stated, answered, topic)
         if written is not None and written.error_type in _LOSS_TYPES | {ErrorType.EXTRACTION}:
             verdict = written
+    if verdict is not None and stated is not None and not structural:
+        verdict = _narrow_carrier(case, carries, verdict, stated, topic) or verdict
     verdict = verdict or _write_side(case, carries, asked, stated, answered, topic)
     if verdict is None:
         return None
@@ -1051,6 +1058,59 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     elif info.source != "gold":
         verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
+
+
+def _narrow_carrier(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
+                    topic: frozenset[str]) -> Verdict | None:
+    """The evidence's extraction, when ``verdict`` blames the read side (a search that passed over a carrier,
+    a reader whose context held one) while the evidence message said the answer in another sentence, no line
+    of the carrier holds half of what the message said of the gold (:func:`_states_said`), and that
+    extraction kept none of it; ``None`` otherwise.
+
+    The presence test's fact is the evidence sentence's ("Yesterday I went for a morning jog for the first
+    time", holding "time" of "spending time with loved ones"): a unit need not hold gold words said elsewhere
+    in the message to carry it. But when another sentence of the message stated the answer ("And in the
+    evenings, I spend time with loved ones") and the extraction kept none of it, what the search passed over
+    or the reader had was a fragment the answer could not come from: had the search returned it, or the
+    reader read it better, the answer would still have failed. The extraction lost the answer first. It kept
+    the answer if it wrote every gold word the message said (a store of the message's sentences, one a line)
+    or a line stating half of them about what the question asks (``topic``): mem0 dates every fact by its
+    message, so a fact of that day about something else holds a date gold's year.
+    """
+    if verdict.error_type not in (ErrorType.RETRIEVAL, ErrorType.RESPONSE) or verdict.carrier is None:
+        return None
+    index = case.index
+    info = carries.info
+    # The message's own words (its relative times resolved, as the presence test reads it): its header's date
+    # is when it was said, not part of what it said.
+    body = split_header(index.text(carries.evidence) or "")[1]
+    said = info.said & tokenize(body)
+    # The message said the answer beside the sentence: another of its sentences, not a question, holds half
+    # the gold with gold words that sentence lacks (not a word or two a long gold shares with the message).
+    if not any(weighted_share(gold.gold, words) >= _SAYS_SHARE and (words & said) - info.gold.keys()
+               for sentence in sentences(body) if sentence != info.text and not _is_question(sentence)
+               for words in [tokenize(sentence)]):
+        return None
+    lines = [line for line in index.lines(verdict.carrier) if info.gold.keys() <= line]
+    if any(_states_said(gold, said, line) for line in lines or index.lines(verdict.carrier)):
+        return None
+    for op in index.readers(carries.evidence):
+        if (index.category(op) not in _EXTRACTION_ROLES or index.order(op) >= case.query_time
+                or index.is_step(op)):
+            continue
+        lines = [line for v in index.written(op) for line in index.lines(v)]
+        if not said <= frozenset().union(*lines) and not any(
+                _states_said(gold, said, line) and (not topic or _mentions(line, topic)) for line in lines):
+            return Verdict(op, ErrorType.EXTRACTION, f"it read {carries.evidence}, whose message said the "
+                           f"answer beside the sentence {verdict.carrier} kept, and wrote no line stating it",
+                           carries.evidence, alternatives=[verdict.operation])
+    return None
+
+
+def _states_said(gold: Information, said: frozenset[str], tokens: frozenset[str]) -> bool:
+    """Whether ``tokens`` hold half the gold words the evidence message said (``said``), by the gold's
+    weights (:data:`_SAYS_SHARE`, the share a sentence must say to state the answer)."""
+    return weighted_share({t: gold.gold.get(t, 1.0) for t in said}, tokens) >= _SAYS_SHARE
 
 
 def _removed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
