@@ -1935,3 +1935,40 @@ def test_a_carrier_of_the_sentence_without_the_answer_its_message_said_beside_it
                prediction="Deborah went for a morning jog in a nearby park")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
+
+
+CAREER_SAID = ("[16 July 2023] John: So much has happened in the last month [June 2023] - on and off the "
+               "court. Last week [the week before 16 July 2023] I scored 40 points, my highest ever.")
+
+
+@pytest.mark.parametrize(("prediction", "blamed", "error_type"), [
+    ("John had a career-high in assists last Friday during a big game", "extract D3:1", ErrorType.EXTRACTION),
+    ("John loves Hawaiian pizza with his friends", "answer", ErrorType.RESPONSE),
+])
+def test_a_reader_that_gave_back_the_line_most_about_the_question_was_not_the_one_that_failed(
+        tracer_provider, span_exporter, prediction: str, blamed: str, error_type: ErrorType):
+    """The extraction's statement holds the whole gold ("June 2023") and the reader had it, beside a line more
+    about the question ("career-high", "game"). A reader that gave that line back answered from where the
+    context spoke of what was asked: the statement, written without what tied it to the question, did not
+    read as the answer, and the extraction failed first. A reader that gave back a line less about the
+    question (the pizza) had the answer and misread it: its own mistake."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:1", CAREER_SAID, "John scored 40 points in a game last week, his highest ever (June 2023; "
+               "the week before 16 July 2023).")
+    system.add("D9:5", "[11 December 2023] John: I had a career-high in assists last Friday in our big game "
+               "against our rival.", "John had a career-high in assists last Friday during a big game "
+               "against their rival (the friday before 11 December 2023).")
+    system.add("D9:7", "[11 December 2023] John: Hawaiian pizza with my friends is the best.",
+               "John loves Hawaiian pizza with his friends (11 December 2023).")
+    for n, (who, what) in enumerate((("John", "went to a concert"), ("Tim", "visited Paris"),
+                                     ("John", "bought new shoes"), ("Tim", "read a fantasy novel"))):
+        # mem0 dates every fact: a month is a common word in memory, not a rare one to tell a fact by.
+        system.add(f"D2:{n}", f"[{10 + n} June 2023] {who}: I {what.split(' ', 1)[1]}.",
+                   f"{who} {what} ({10 + n} June 2023).")
+    # A turn of the same day saying "month": memory tells which event the month is of (`untold_event`).
+    system.add("D3:2", "[16 July 2023] Tim: What a month for you!",
+               "Tim said John had quite a month (16 July 2023).")
+    system.ask("In which month's game did John achieve a career-high score in points?", "June 2023", ["D3:1"],
+               ["D9:5", "D3:1", "D9:7"], prediction=prediction)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation

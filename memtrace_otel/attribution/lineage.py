@@ -92,7 +92,12 @@ off the graph without a model:
    sentence said, another context line holding as much of the question (the
    reader answered from the line that best matched the question: the statement
    did not read as the answer); a statement with none of the gold is a lossy
-   extraction.
+   extraction. Nor is the reader blamed, whatever of the gold the statement (or
+   a context line the presence test sees carrying the fact) kept, when the
+   failed answer restates the context line most about the question (its share
+   of the line's and the question's words, by IDF) and that line lacks the
+   gold: the reader looked where a reader looks, and the fact did not read as
+   the answer there; the extraction that wrote it so is blamed.
    An extraction whose statements are all about other parts of its message is
    not shown to have dropped the fact (an evidence id may name the turn beside
    the one saying it, an abstractive gold is inferred): if memory held a unit
@@ -630,9 +635,11 @@ def _drop_type(case: LineageCase, op: str, carries: Carrying) -> tuple[ErrorType
 
 def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = frozenset(),
                 stated: Information | None = None, answered: frozenset[str] = frozenset(),
-                topic: frozenset[str] = frozenset()) -> Verdict | None:
+                topic: frozenset[str] = frozenset(), *, misled: bool = False) -> Verdict | None:
     """Blame before the question: the last loss of a stored carrier, or the extraction that never
-    stored one (``answered``: the failed answer's words; ``topic``: what the question asks about)."""
+    stored one (``answered``: the failed answer's words; ``topic``: what the question asks about;
+    ``misled``: the reader answered with the context line best matching the question, which lacks the
+    gold: :func:`_answered_best_match`)."""
     index = case.index
     losses = _losses(case, carries, carries.lineage_stored())
     if not losses and (own := _own_statement_loss(case, carries, asked)) is not None:
@@ -674,7 +681,7 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         verdict.alternatives = candidates
         return verdict
     if fate is not None and (missed := _missed(case, fate, stated, carries.evidence, asked, answered,
-                                                topic)) is not None:
+                                                topic, misled=misled)) is not None:
         missed.alternatives = candidates
         return missed
     said = _says_answer(index, carries.info, stated)
@@ -720,7 +727,7 @@ def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: fr
 
 def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: str,
             asked: frozenset[str] = frozenset(), answered: frozenset[str] = frozenset(),
-            topic: frozenset[str] = frozenset()) -> Verdict | None:
+            topic: frozenset[str] = frozenset(), *, misled: bool = False) -> Verdict | None:
     """The question's search that did not return a unit still stating what the evidence's extraction
     wrote about the fact (alive in its store when the question was asked), if the answer's context
     holds no such statement; ``None`` when the context holds it or no search of its store is known.
@@ -746,6 +753,11 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
         return None
     contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
     held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
+    if held is not None and misled:
+        # The reader answered with a line matching the question better than the statement did, and
+        # lacking the gold: the statement, whatever of the gold it kept, did not read as the answer to
+        # the question (the extraction wrote it without what tied it to what was asked).
+        return None
     if held is not None:
         if gold is not None and gold.gold and gold.gold.keys() | gold.exact <= fate.statement:
             # The statement says every word of the gold and the reader had it: a wrong answer from a
@@ -1026,6 +1038,16 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     asked = tokenize(failure.question)
     answered = tokenize(failure.prediction)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
+    misled = _answered_best_match(case, stated, asked, answered)
+    if (misled and verdict is not None and verdict.error_type is ErrorType.RESPONSE
+            and verdict.operation == case.generator):
+        # The reader answered with the context line most about the question, and that line lacks the
+        # answer: it did what a reader does, and the fact it was to find was not stated where a reader
+        # looks. The extraction that wrote it so (lossy, or without what ties it to the question) failed
+        # first; a later removal or a search is no account of how the fact read, and stays unblamed here.
+        written = _write_side(case, carries, asked, stated, answered, topic, misled=True)
+        if written is not None and written.error_type is ErrorType.EXTRACTION:
+            verdict = written
     if verdict is not None and _untied_context(case, carries, verdict):
         # The answerer's context holds the gold's words, but no unit written from the evidence was in
         # memory at the question: they came from another message (one saying something like it, or
@@ -1036,7 +1058,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
             verdict = written
     if verdict is not None and stated is not None and not structural:
         verdict = _narrow_carrier(case, carries, verdict, stated, topic) or verdict
-    verdict = verdict or _write_side(case, carries, asked, stated, answered, topic)
+    verdict = verdict or _write_side(case, carries, asked, stated, answered, topic, misled=misled)
     if verdict is None:
         return None
     if stated is not None and not structural:
@@ -1136,6 +1158,35 @@ def _removed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold
     return Verdict(op, _loss_type(index, op, after), f"it {verb} {before}, a unit of the evidence's day "
                    "stating the whole answer, after the evidence's own fact was lost", before,
                    alternatives=[verdict.operation, *verdict.alternatives])
+
+
+def _answered_best_match(case: LineageCase, stated: Information | None, asked: frozenset[str],
+                         answered: frozenset[str]) -> bool:
+    """Whether the failed answer (its words ``answered``) restates a line of the answerer's context
+    (:func:`_answered_with`) that lacks some of the gold (``stated``) and is as much about the question
+    (``asked``: its share of the line's and the question's words together, by IDF weight) as any line there.
+
+    A reader looks for the answer where the context speaks of what the question asks: the line matching
+    it best. One that gave that line back did its job with what memory said, and the line holding the fact
+    (if one did) matched the question less: the fact was written without what ties it to the question, or
+    the memory saying it was not returned. A reader that had the answer and misread it answers with a line
+    less about the question, another question's answer, or "I don't know": those stay its mistakes.
+    """
+    index = case.index
+    if stated is None or not stated.gold or not answered:
+        return False
+
+    def about(tokens: frozenset[str]) -> float:
+        # The question's share of what the line says (IDF-weighted overlap over union): a line saying
+        # many other things is less about the question than a short one saying as much of it.
+        union = math.fsum(index.idf(t) for t in tokens | asked)
+        return math.fsum(index.idf(t) for t in tokens & asked) / union if union else 0.0
+
+    lines = [line for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT
+             for line in index.lines(v)]
+    top = max(map(about, lines), default=0.0)
+    return top > 0 and any(about(line) >= top and not stated.gold.keys() <= line
+                           and _answered_with(index, answered, line, asked) for line in lines)
 
 
 def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> bool:
