@@ -751,7 +751,7 @@ def _missed(case: LineageCase, fate: Fate, gold: Information | None, evidence: s
         # other words, so the statement lost the answer (the extraction's own fault). So did one that
         # kept a date but not the event's words memory kept nowhere else (`untold_event`).
         return None
-    contexts = [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
+    contexts = _answerer_context(case)
     held = next((v for v in contexts if keeps(index, v, fate.statement, fate.info)), None)
     if held is not None and misled:
         # The reader answered with a line matching the question better than the statement did, and
@@ -1038,9 +1038,12 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     asked = tokenize(failure.question)
     answered = tokenize(failure.prediction)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
-    misled = _answered_best_match(case, stated, asked, answered)
-    if (misled and verdict is not None and verdict.error_type is ErrorType.RESPONSE
-            and verdict.operation == case.generator):
+    reader_blamed = (verdict is not None and verdict.error_type is ErrorType.RESPONSE
+                     and verdict.operation == case.generator)
+    # How the reader answered matters only to a reader's verdict or to none (the write side's, below): a
+    # search's or a removal's verdict skips the pass over the answerer's context.
+    misled = (verdict is None or reader_blamed) and _answered_best_match(case, stated, asked, answered)
+    if misled and reader_blamed:
         # The reader answered with the context line most about the question, and that line lacks the
         # answer: it did what a reader does, and the fact it was to find was not stated where a reader
         # looks. The extraction that wrote it so (lossy, or without what ties it to the question) failed
@@ -1182,11 +1185,16 @@ def _answered_best_match(case: LineageCase, stated: Information | None, asked: f
         union = math.fsum(index.idf(t) for t in tokens | asked)
         return math.fsum(index.idf(t) for t in tokens & asked) / union if union else 0.0
 
-    lines = [line for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT
-             for line in index.lines(v)]
-    top = max(map(about, lines), default=0.0)
-    return top > 0 and any(about(line) >= top and not stated.gold.keys() <= line
-                           and _answered_with(index, answered, line, asked) for line in lines)
+    scored = [(about(line), line) for v in _answerer_context(case) for line in index.lines(v)]
+    top = max((score for score, _ in scored), default=0.0)
+    return top > 0 and any(score >= top and not stated.gold.keys() <= line
+                           and _answered_with(index, answered, line, asked) for score, line in scored)
+
+
+def _answerer_context(case: LineageCase) -> list[str]:
+    """The answerer's inputs that are its context (the query aside: it says the question, not the fact)."""
+    index = case.index
+    return [v for v in index.inputs(case.generator) if index.data(v).get("kind") not in _NOT_CONTEXT]
 
 
 def _untied_context(case: LineageCase, carries: Carrying, verdict: Verdict) -> bool:
