@@ -12,8 +12,9 @@ cycles:u`` reports "not supported"; instructions per call, unmoved by load, are 
 
 Layouts: ``apart`` (the default) runs each role in fresh processes of its own, the roles alternating, as
 ``op_overhead.py --apart`` does; ``interleaved`` runs every role in one process, one block of each in turn
-(the order shuffled each round: :func:`_rotating`), so that all see the same moments of load. ``--pin CPU``
-runs each child under ``taskset -c CPU`` (no migration between the cores, whose caches then stay warm).
+(the order shuffled each round: :func:`_shuffled_blocks`), so that all see the same moments of load.
+``--pin CPU`` runs each child under ``taskset -c CPU`` (no migration between the cores, whose caches then
+stay warm).
 
     python benchmarks/performance/op_clock.py [--layout apart|interleaved] [--processes 3] [--blocks 400]
         [--calls 150] [--clock thread|wall] [--pin CPU] [--json]
@@ -75,7 +76,7 @@ def _blocks(function: Callable[[], None], blocks: int, calls: int, clock: Callab
     return times
 
 
-def _rotating(functions: dict[str, Callable[[], None]], blocks: int, calls: int,
+def _shuffled_blocks(functions: dict[str, Callable[[], None]], blocks: int, calls: int,
               clock: Callable[[], int]) -> dict[str, list[float]]:
     """Each function warmed up, then ``blocks`` timed blocks of each in turn, the order shuffled block by
     block: nanoseconds per call, per block.
@@ -106,7 +107,7 @@ def child(roles: list[str], capture: bool, blocks: int, calls: int,
     ``interleaved``, a block of each in turn, the order shuffled block by block)."""
     clock = _CLOCKS[clock_name]
     providers, functions = _role_functions(capture)
-    times = _rotating({role: functions[role] for role in roles}, blocks, calls, clock)
+    times = _shuffled_blocks({role: functions[role] for role in roles}, blocks, calls, clock)
     for provider in providers:
         provider.shutdown()  # type: ignore[attr-defined]
     return times
@@ -169,7 +170,7 @@ def write_parts(blocks: int, calls: int, clock_name: str) -> dict[str, dict[str,
         "write": operation(None), "write, no store put": operation("no store put"),
         "write, hash given": operation("hash given"), "write, variable given": operation("variable given"),
         "SDK floor": floor, "registry and store alone": registry_and_store_alone, "hash alone": hash_alone}
-    times = _rotating(variants, blocks, calls, clock)
+    times = _shuffled_blocks(variants, blocks, calls, clock)
     provider.shutdown()
     return {name: {s: _statistic(s, values) for s in STATISTICS} for name, values in times.items()}
 
