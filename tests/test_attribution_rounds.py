@@ -1972,3 +1972,34 @@ def test_a_reader_that_gave_back_the_line_most_about_the_question_was_not_the_on
                ["D9:5", "D3:1", "D9:7"], prediction=prediction)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type), verdict.explanation
+
+
+@pytest.mark.parametrize(("reply_on", "blamed", "error_type"), [
+    ("10 August 2022", "search John", ErrorType.RETRIEVAL),
+    ("2 September 2022", "extract D19:14", ErrorType.EXTRACTION),
+])
+def test_the_other_speakers_reply_beside_the_evidence_stating_the_gold_held_the_answer(
+        tracer_provider, span_exporter, reply_on, blamed, error_type):
+    """James's turn says he will call the girl; his extraction wrote only about asking her out. John's reply,
+    stored as John's memory (one memory user per speaker), says the answer back to him ("be sure to call
+    her"), naming neither James nor anything else the question asks by: said in the turn beside the
+    evidence, it held the answer, and the search of John's memory passed over it. The same words said on
+    another day are another occasion's: nothing ties them to the question, and the extraction stays at
+    fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D19:14", "[10 August 2022] James: Yes, we had fun and I even met one beautiful girl. I'm "
+               "thinking of asking her out on a date! She left me her phone number, I think I'll call "
+               "tomorrow.",
+               "James is considering asking a girl named Samantha out on a date after they met at the beach "
+               "outing (10 August 2022).", store="James")
+    system.add("D19:15", f"[{reply_on}] John: Be sure to call her, everything will work out!",
+               f"John mentioned that be sure to call her, everything will work out! ({reply_on}).",
+               store="John")
+    system.add("D20:1", "[2 September 2022] James: I adopted a puppy named Max last week.",
+               "James adopted a puppy named Max (2 September 2022).", store="James")
+    system.add("D20:2", "[2 September 2022] John: I started a new job at the bank.",
+               "John started a new job at the bank (2 September 2022).", store="John")
+    system.ask("What is James planning to do after receiving Samantha's phone number?", "call her",
+               ["D19:14"], [], stores={"James": ["D20:1"], "John": ["D20:2"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)

@@ -163,6 +163,7 @@ class GraphIndex:
         self._line_sources: dict[str, list[frozenset[str]]] = {}
         self._speakers: dict[str, str | None] = {}
         self._message_texts: dict[str, str] | None = None
+        self._turns: dict[str, int] | None = None
 
     @property
     def has_content(self) -> bool:
@@ -603,6 +604,19 @@ class GraphIndex:
             self._message_count = count
             self._message_postings = postings
         return self._message_postings
+
+    def turn(self, message: str) -> int | None:
+        """The message's place in the conversation: its rank among the messages by when they were first
+        read (the order an app ingested them in); ``None`` for a variable no operation read as a message."""
+        if self._turns is None:
+            first: dict[str, int] = {}
+            for node, d in self.G.nodes(data=True):
+                if d.get("type") == VARIABLE and d.get("kind") == VariableKind.MESSAGE:
+                    orders = [self.order(op) for op in self.readers(node)]
+                    if orders:
+                        first[node] = min(orders)
+            self._turns = {m: rank for rank, m in enumerate(sorted(first, key=lambda m: (first[m], m)))}
+        return self._turns.get(message)
 
     def idf(self, token: str) -> float:
         """Inverse document frequency of ``token`` over the message variables (smoothed)."""

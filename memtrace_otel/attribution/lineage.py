@@ -118,7 +118,12 @@ off the graph without a model:
    removal of its unit) yields to a later write, before the question, that
    removed a unit of the evidence's day stating the whole gold with a word of
    the question: the turn beside the one an evidence id names often says the
-   answer, and memory held it until that write.
+   answer, and memory held it until that write. An extraction that wrote only
+   about other parts of its message yields, too, to the question's earliest
+   search of a store holding (alive, not returned) a unit of a turn beside the
+   evidence, two either side that day, stating the whole gold (not a date or a
+   count), though it names neither the person asked nor what the question asks
+   by: the other speaker's reply said the answer back, and memory held it.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule; a verdict is grounded in
@@ -194,6 +199,7 @@ from memtrace_otel.attribution.survival import (
     held_already,
     keeps,
     removed_on_day,
+    said_beside,
     statement_fate,
     statement_loss,
     stating_gold,
@@ -1066,6 +1072,7 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         return None
     if stated is not None and not structural:
         verdict = _removed_beside(case, carries, verdict, stated, asked) or verdict
+        verdict = _passed_beside(case, carries, verdict, stated, asked) or verdict
     if verdict.error_type is ErrorType.RETRIEVAL and stated is not None and not structural:
         verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked)) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
@@ -1161,6 +1168,29 @@ def _removed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold
     return Verdict(op, _loss_type(index, op, after), f"it {verb} {before}, a unit of the evidence's day "
                    "stating the whole answer, after the evidence's own fact was lost", before,
                    alternatives=[verdict.operation, *verdict.alternatives])
+
+
+def _passed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
+                   asked: frozenset[str]) -> Verdict | None:
+    """The question's earliest search whose store held a unit of a turn beside the evidence stating the whole
+    gold (:func:`.survival.said_beside`: alive and not returned), when ``verdict`` blames the evidence's own
+    extraction for dropping the fact; ``None`` otherwise.
+
+    The turn beside the one an evidence id names often says the answer (the other speaker's reply restating
+    it), and memory held that turn's unit when the question was asked: the answer was there to be found,
+    whatever the named turn's extraction kept. The search that passed over it failed, and a repaired
+    extraction's fact would have been one more unit for it to pass over.
+    """
+    index = case.index
+    op = verdict.operation
+    if (verdict.error_type is not ErrorType.EXTRACTION or index.category(op) not in _EXTRACTION_ROLES
+            or carries.evidence not in index.inputs(op)
+            or wrote_about(case, carries, op, asked=asked) is not False):
+        return None
+    found = _unread(case, said_beside(case, gold, carries.evidence), "a turn beside the evidence said it")
+    if found is not None:
+        found.alternatives = [verdict.operation, *verdict.alternatives]
+    return found
 
 
 def _answered_best_match(case: LineageCase, stated: Information | None, asked: frozenset[str],

@@ -45,6 +45,7 @@ __all__ = [
     "held_already",
     "keeps",
     "removed_on_day",
+    "said_beside",
     "statement_fate",
     "statement_loss",
     "stating_gold",
@@ -428,6 +429,46 @@ def removed_on_day(case: LineageCase, gold: Information, exact: frozenset[str], 
              and since < index.order(loss[0]) < case.query_time
              and not any(states(line) for line in _gold_lines(index, loss[2]))]
     return max(found, key=lambda item: (index.order(item[0]), item[0])) if found else None
+
+
+_BESIDE_TURNS = 2
+"""Turns either side of an evidence message whose units may say its answer (:func:`said_beside`): the
+other speaker's lead-in or reply, the speaker's next message."""
+
+
+def said_beside(case: LineageCase, gold: Information, evidence: str) -> list[str]:
+    """Memory units alive in the question's stores when it is asked, not held by the answer's context,
+    written from a message within :data:`_BESIDE_TURNS` turns of ``evidence`` on its day, with a line stating
+    the whole ``gold`` (:func:`_states_whole`: its exact tokens, no word of the question needed); none for a
+    gold with a number or a month, which every memory of the day (dated by its message) or of a count may
+    hold. Sorted by name.
+
+    An evidence id names one turn, and the answer is often said in the turn beside it: the other speaker's
+    reply restates it to the speaker ("be sure to call her!", "it's a gift to find peace and gratitude in
+    them"), in the speaker's words or their own, and an app with one memory user per speaker stores it as the
+    other speaker's memory. Its nearness to the named turn is what ties it to the question (it need not name
+    the person asked: it was said to them); while it was in memory, the answer was.
+    """
+    index = case.index
+    if not gold.gold or any(t.isdigit() or t in MONTH_NAMES for t in gold.gold):
+        return []
+    here, day = index.turn(evidence), _day_of(index, evidence)
+    states = _states_whole(gold, frozenset(), frozenset(), topic_free=True)
+    if here is None or day is None or states is None:
+        return []
+
+    def beside(message: str) -> bool:
+        turn = index.turn(message)
+        return (message != evidence and turn is not None and abs(turn - here) <= _BESIDE_TURNS
+                and _day_of(index, message) == day)
+
+    unread = unread_by(case)
+    keys = sorted(gold.gold, key=lambda t: (-gold.gold[t], t))[:4]
+    return [variable for variable in sorted(index.candidates(keys, required=gold.exact, stores=case.stores))
+            if index.produced_at(variable) < case.query_time and _memory(index, variable)
+            and _alive_at_question(case, variable) == variable and unread(variable)
+            and any(states(line) for line in _gold_lines(index, variable))
+            and any(beside(m) for m in index.origin_messages(variable))]
 
 
 def untold_event(case: LineageCase, info: Information, evidence: str, what: frozenset[str]) -> frozenset[str]:
