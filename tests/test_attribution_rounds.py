@@ -2003,3 +2003,29 @@ def test_the_other_speakers_reply_beside_the_evidence_stating_the_gold_held_the_
                ["D19:14"], [], stores={"James": ["D20:1"], "John": ["D20:2"]})
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
+@pytest.mark.parametrize(("named", "blamed", "error_type"), [
+    ("[21 October 2022] Joanna: The name helps me remember her, back when I could hold an animal without "
+     "sneezing!", "search", ErrorType.RETRIEVAL),
+    ("[21 October 2022] Joanna: I named my stuffed animal dog Tilly, after my old dog.", "extract D24:6",
+     ErrorType.EXTRACTION),
+])
+def test_a_turn_beside_an_evidence_turn_not_saying_the_answer_held_it(
+        tracer_provider, span_exporter, named, blamed, error_type):
+    """The evidence id names a turn that says little of the answer ("the name helps me remember her"), and
+    its extraction wrote nothing. Nate's reply said it back ("a stuffed animal dog named Tilly"), and that
+    unit was stored: the answer was in memory, and the search passed over it. When the named turn itself
+    says the answer, its extraction that wrote nothing dropped it: a reply beside does not excuse that."""
+    system = _Mem0(tracer_provider)
+    system.add("D24:5", "[21 October 2022] Nate: What's the name of your stuffed animal?", None)
+    system.add("D24:6", named, None)
+    system.add("D24:7", "[21 October 2022] Nate: A stuffed animal dog named Tilly, what a sweet way to "
+               "remember her!", "Nate mentioned that a stuffed animal dog named Tilly is a sweet way to "
+               "remember her (21 October 2022).")
+    system.add("D25:1", "[2 November 2022] Joanna: I finished the first draft of my screenplay.",
+               "Joanna finished the first draft of her screenplay (2 November 2022).")
+    system.ask("What does Joanna use to remember her dog from Michigan?", "naming a stuffed animal dog Tilly",
+               ["D24:6"], ["D25:1"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)

@@ -119,11 +119,13 @@ off the graph without a model:
    removed a unit of the evidence's day stating the whole gold with a word of
    the question: the turn beside the one an evidence id names often says the
    answer, and memory held it until that write. An extraction that wrote only
-   about other parts of its message yields, too, to the question's earliest
-   search of a store holding (alive, not returned) a unit of a turn beside the
-   evidence, two either side that day, stating the whole gold (not a date or a
-   count), though it names neither the person asked nor what the question asks
-   by: the other speaker's reply said the answer back, and memory held it.
+   about other parts of its message, or read one whose sentence does not state
+   the answer, yields, too, to the question's earliest search of a store
+   holding (alive, not returned) a unit of a turn beside the evidence, two
+   either side that day, stating the whole gold (not a date or a count), though
+   it names neither the person asked nor what the question asks by: the other
+   speaker's reply said the answer back, or the turn beside said it, and memory
+   held it.
 
 When several evidence messages each point at a different operation, the
 earliest in execution order wins (MemTrace's rule; a verdict is grounded in
@@ -1174,18 +1176,22 @@ def _passed_beside(case: LineageCase, carries: Carrying, verdict: Verdict, gold:
                    asked: frozenset[str]) -> Verdict | None:
     """The question's earliest search whose store held a unit of a turn beside the evidence stating the whole
     gold (:func:`.survival.said_beside`: alive and not returned), when ``verdict`` blames the evidence's own
-    extraction for dropping the fact; ``None`` otherwise.
+    extraction for dropping the fact and that extraction wrote only about other things, or its message's
+    sentence does not state the answer (:func:`_says_answer`); ``None`` otherwise.
 
     The turn beside the one an evidence id names often says the answer (the other speaker's reply restating
-    it), and memory held that turn's unit when the question was asked: the answer was there to be found,
-    whatever the named turn's extraction kept. The search that passed over it failed, and a repaired
-    extraction's fact would have been one more unit for it to pass over.
+    it, the turn the id should have named), and memory held that turn's unit when the question was asked:
+    the answer was there to be found, whatever the named turn's extraction kept. The search that passed over
+    it failed, and a repaired extraction's fact would have been one more unit for it to pass over. An
+    extraction that wrote about the fact, or wrote nothing, from a message stating the answer dropped it
+    whatever was said beside: the named turn is the one that said it.
     """
     index = case.index
     op = verdict.operation
     if (verdict.error_type is not ErrorType.EXTRACTION or index.category(op) not in _EXTRACTION_ROLES
             or carries.evidence not in index.inputs(op)
-            or wrote_about(case, carries, op, asked=asked) is not False):
+            or (wrote_about(case, carries, op, asked=asked) is not False
+                and _says_answer(index, carries.info, gold))):
         return None
     found = _unread(case, said_beside(case, gold, carries.evidence), "a turn beside the evidence said it")
     if found is not None:
