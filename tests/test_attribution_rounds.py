@@ -393,6 +393,38 @@ def test_a_statement_about_another_speaker_is_the_extractions_own_fault(tracer_p
     assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
 
 
+
+SIMULATOR_SAID = ("[13 June 2022] James: Yes, we are currently working on a new part of the football "
+                  "simulator. I was working on collecting player databases. It wasn't easy, but I did it!")
+SIMULATOR = "What project is James working on in his game design course?"
+SIMULATOR_GOLD = "a new part of the football simulator, collecting player databases"
+
+
+@pytest.mark.parametrize("later", ["update", "delete"])
+def test_a_later_removal_of_a_fragment_of_the_answer_leaves_the_extraction_to_blame(
+        tracer_provider, span_exporter, later):
+    """The extractor kept the sentence's part of the answer and dropped the next sentence's ("collecting
+    player databases"): the unit carries the sentence's fact, but held under two thirds of what the message
+    said of the answer. Removing it lost a fragment the answer could not come from; the extraction that wrote
+    the fact without the rest lost the answer first."""
+    ops = _council_history(tracer_provider, later=later, said=SIMULATOR_SAID, question=SIMULATOR,
+                           gold=SIMULATOR_GOLD,
+                           fact="James is working on a new part of the football simulator (13 June 2022).")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["extract"], ErrorType.EXTRACTION)
+
+
+@pytest.mark.parametrize("later", ["update", "delete"])
+def test_a_later_removal_of_the_whole_answer_is_the_removals_fault(tracer_provider, span_exporter, later):
+    """The extractor kept all the message said of the answer: the later removal lost it."""
+    ops = _council_history(tracer_provider, later=later, said=SIMULATOR_SAID, question=SIMULATOR,
+                           gold=SIMULATOR_GOLD,
+                           fact=("James is working on a new part of the football simulator, collecting "
+                                 "player databases (13 June 2022)."))
+    verdict = verdict_of(span_exporter)
+    kind = ErrorType.UPDATE if later == "update" else ErrorType.DELETION
+    assert (verdict.operation, verdict.error_type) == (ops["later"], kind)
+
 class _Mem0:
     """mem0 1.x's write path, by hand: one extraction per message, one unit per fact, later decisions that
     overwrite or delete a unit; then one question (a search returning some units, an answer, a judge)."""

@@ -225,6 +225,11 @@ _LOSS_TYPES = frozenset({ErrorType.UPDATE, ErrorType.DELETION})
 _SAYS_SHARE = 0.5
 """Share of the whole gold (by weight, and by how rare its words are) the evidence sentence must say to state
 the answer: what a paraphrase of it must keep (``carrying._PARAPHRASE_GOLD_SHARE``)."""
+_ANSWER_KEPT_SHARE = 2 / 3
+"""Share of the gold words the evidence message said (by the gold's weights) a memory must keep to hold the
+answer rather than a fragment of it (:func:`_fragment_written`): a list missing one item of three, a fact
+without a detail, still answer; a fact keeping one part of two ("tilly helps Joanna stay focused" of "stuffed
+animal dog named Tilly") or half a phrase does not."""
 _BEYOND_SHARE = 0.2
 """Share of a statement's (IDF-weighted) words outside the question's for it to say more than the question."""
 _ECHO_SHARE = 0.8
@@ -662,6 +667,9 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         kind = _loss_type(index, op, after)
         if kind is ErrorType.EXTRACTION and (missed := _raw_rewrite_missed(case, carries, op, asked, stated)):
             return missed
+        if kind in _LOSS_TYPES and (fragment := _fragment_written(case, carries, stated, op, before)):
+            # The removed unit held a fragment of the answer, the extraction's own: it lost the rest first.
+            return fragment
         deleted = index.data(after).get("deleted") or index.is_deletion_marker(after)
         verb = "deleted" if deleted else "overwrote"
         why = f"it {verb} {before}, the last memory unit holding the information"
@@ -707,6 +715,39 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
         "no memory unit held it at the time" if carries.stored() else "no memory unit ever did"
     )
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
+
+
+def _fragment_written(case: LineageCase, carries: Carrying, gold: Information | None, remover: str,
+                      before: str) -> Verdict | None:
+    """The evidence's extraction, when the unit ``before`` that ``remover`` (an update or a deletion) removed
+    kept under :data:`_ANSWER_KEPT_SHARE` of the gold words the evidence message said, and so did every line
+    that extraction wrote; ``None`` otherwise (the removal decided).
+
+    The presence test's fact is the evidence sentence's, and a fragment of it carries ("Joanna mentioned that
+    tilly helps Joanna stay focused" for "stuffed animal dog named Tilly"). Removing such a unit lost only the
+    fragment: its repair restores a unit from which the answer still does not come, while the extraction that
+    wrote the fact without the rest of what its message said lost the answer first (a repaired one stores
+    it whole). When the extraction wrote the answer whole and a later merge cut it, the loss is not the
+    extraction's: nothing changes.
+    """
+    if gold is None or not gold.gold:
+        return None
+    index = case.index
+    said = {t: gold.gold.get(t, 1.0) for t in carries.info.said}
+    if not said or weighted_share(said, index.tokens(before)) >= _ANSWER_KEPT_SHARE:
+        return None
+    for op in index.readers(carries.evidence):
+        if (index.category(op) not in _EXTRACTION_ROLES or index.is_step(op)
+                or index.order(op) >= index.order(remover)):
+            continue
+        lines = [line for v in index.written(op) for line in index.lines(v)]
+        if not lines or any(weighted_share(said, line) >= _ANSWER_KEPT_SHARE for line in lines):
+            return None
+        return Verdict(op, ErrorType.EXTRACTION, f"it read {carries.evidence} and wrote its fact with under "
+                       f"{_ANSWER_KEPT_SHARE:.0%} of the answer the message said; {before}, which "
+                       f"{index.data(remover).get('name')} later removed, held only that fragment",
+                       carries.evidence, alternatives=[remover])
+    return None
 
 
 def _raw_rewrite_missed(case: LineageCase, carries: Carrying, op: str, asked: frozenset[str],
