@@ -1141,6 +1141,33 @@ def test_a_unit_of_the_same_day_stating_the_gold_holds_what_an_extraction_about_
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+@pytest.mark.parametrize(("said", "blamed", "error_type"), [
+    ("You'll see, our two teams will fight for the championship, and mine will win!", "extract D13:15",
+     ErrorType.EXTRACTION),
+    ("You'll see, mine will come out on top!", "search", ErrorType.RETRIEVAL),
+])
+def test_units_about_other_parts_of_a_message_keeping_none_of_the_gold_it_said_hid_nothing_from_the_search(
+        tracer_provider, span_exporter, said, blamed, error_type):
+    """The extraction wrote only about another part of the message ("a Manchester City fan"), and no
+    sentence of the message states half the gold, so an evidence id naming the turn beside the answer, or
+    an answer inferred from the fact, is not ruled out. When the message said gold words ("teams",
+    "championship") and the unit keeps none of them, a search that had returned it would have handed the
+    reader the message's other parts and not the answer: the extraction lost it first. When the message
+    said none (an inferred answer), the unit is what memory had of the fact, and the search that passed
+    over it is to blame."""
+    system = _Mem0(tracer_provider)
+    system.add("D13:14", "[13 June 2022] James: Liverpool will take the league this year, mark my words.",
+               "James is a Liverpool fan who expects them to take the league (13 June 2022).")
+    system.add("D13:15", f"[13 June 2022] John: As a Manchester City fan, I can't agree with you. {said}",
+               "John is a Manchester City fan (13 June 2022).")
+    system.add("D13:16", "[13 June 2022] James: I baked bread with my sister yesterday.",
+               "James baked bread with his sister (12 June 2022).")
+    system.ask("What disagreement do James and John have about their football teams?",
+               "debating on which team will perform better in the championship", ["D13:15"], ["D13:16"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 @pytest.mark.parametrize(("shown", "blamed", "error_type"), [
     ("Jolene aims to work on projects on renewable energy and on providing clean water to those with "
      "limited access (26 August 2023).", "search", ErrorType.RETRIEVAL),

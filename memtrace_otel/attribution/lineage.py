@@ -107,7 +107,8 @@ off the graph without a model:
    blamed -- the units it wrote only when the evidence sentence does not state
    the answer (half the gold's words): one that does is no turn beside the
    answer, and what the extraction kept of its other parts could not have
-   answered had the search returned it.
+   answered had the search returned it; nor when the message said gold words
+   and none of those units keeps one, for the same reason.
    Nor is one that wrote nothing after reading a memory stating the fact (an
    additive extractor is shown the similar memories and writes only new
    facts): the search that passed over that memory is. Nor is one whose

@@ -243,7 +243,8 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
       statements names the speaker
       asked about (a statement given to the other speaker is the extraction's own fault) and
       they keep that name; none if the context holds one of them already (the reader had what
-      the extraction kept).
+      the extraction kept), or if the message said gold words and none of them keeps one (a search
+      returning them would have handed the reader the message's other parts, not the answer).
 
     Sorted by name within each kind, so the choice does not depend on hash order.
     """
@@ -273,6 +274,14 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
            and (current := _alive_at_question(case, v)) is not None
            and carries.restates_message(current, speaker)
            and any(keeps(index, current, statement, info) for statement in statements)]
+    if info.said and not any(index.tokens(v) & info.said for v in own):
+        # The message said some of the gold ("our two teams will fight for the championship"), under the half
+        # that rules out a turn beside the answer, and no unit the extraction wrote keeps a word of it ("John
+        # is a Manchester City fan"): a search returning them would have handed the reader the message's
+        # other parts, not the answer, so the search's miss decided nothing. The extraction that left out
+        # what the message said of the answer did. An answer none of whose words the message said (inferred
+        # from the fact) leaves the units as what memory had of it.
+        return []
     return list(dict.fromkeys(own)) if all(unread(v) for v in own) else []
 
 
