@@ -1168,6 +1168,31 @@ def test_units_about_other_parts_of_a_message_keeping_none_of_the_gold_it_said_h
     assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
 
 
+@pytest.mark.parametrize(("fact", "blamed", "error_type"), [
+    ("Joanna creates visuals of her characters to help bring them alive (25 October 2022).", "extract D25:8",
+     ErrorType.EXTRACTION),
+    ("Joanna creates visuals of her characters to help bring them alive in her head so she can write better "
+     "(25 October 2022).", "search", ErrorType.RETRIEVAL),
+])
+def test_a_returned_unit_the_failed_answer_gives_back_without_gold_its_message_said_was_a_lossy_extraction(
+        tracer_provider, span_exporter, fact, blamed, error_type):
+    """The search returned the unit written from the evidence, and the failed answer repeats it. When the
+    unit lacks gold words its message said ("in her head so she can write better"), the reader gave back all
+    memory had, and the extraction that left the rest out is to blame. A unit holding every gold word its
+    message said lost nothing of it: the extraction is not blamed, and the read side's verdict stands."""
+    system = _Mem0(tracer_provider)
+    system.add("D25:8", "[25 October 2022] Joanna: Thanks, Nate! They're visuals of the characters to help "
+               "bring them alive in my head so I can write better.", fact)
+    system.add("D25:9", "[25 October 2022] Nate: I adopted a third turtle.",
+               "Nate adopted a third turtle (25 October 2022).")
+    system.ask("What inspires Joanna to create drawings of her characters?",
+               "visuals to help bring the characters alive in her head so she can write better", ["D25:8"],
+               ["D25:8", "D25:9"],
+               prediction="Joanna creates visuals of her characters to help bring them alive (25")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 @pytest.mark.parametrize(("shown", "blamed", "error_type"), [
     ("Jolene aims to work on projects on renewable energy and on providing clean water to those with "
      "limited access (26 August 2023).", "search", ErrorType.RETRIEVAL),

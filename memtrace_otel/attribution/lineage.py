@@ -59,7 +59,10 @@ off the graph without a model:
    half of what the message said of the gold, when another sentence of the
    message stated the answer and the extraction that read it kept none of
    it: a repaired search or reader would have had only that fragment, and
-   the extraction lost the answer first.
+   the extraction lost the answer first. Nor did a search that returned a
+   unit written from the evidence that the failed answer restates, when the
+   unit lacks gold words its message's sentence said: the reader gave back
+   what the extraction kept, and the extraction lost the rest.
 4. **Write side** (before the question, forward from the evidence): an
    operation is judged by what it wrote (memory units, versions, tombstones,
    what it passed on), never by its prompts, raw model responses or model-call
@@ -1088,6 +1091,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     asked = tokenize(failure.question)
     answered = tokenize(failure.prediction)
     verdict = _read_side(case, carries, asked, failure.question, told, stated)
+    if verdict is not None and verdict.returned and not structural:
+        verdict = _gave_back(case, carries, verdict, asked, answered) or verdict
     reader_blamed = (verdict is not None and verdict.error_type is ErrorType.RESPONSE
                      and verdict.operation == case.generator)
     # How the reader answered matters only to a reader's verdict or to none (the write side's, below): a
@@ -1134,6 +1139,34 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
     elif info.source != "gold":
         verdict.confidence = min(verdict.confidence, 0.7)
     return verdict
+
+
+def _gave_back(case: LineageCase, carries: Carrying, verdict: Verdict, asked: frozenset[str],
+               answered: frozenset[str]) -> Verdict | None:
+    """The extraction that wrote ``verdict``'s carrier from the evidence, when the verdict blames a search for
+    a unit the answerer's context held (``returned``), the unit lacks gold words its message's sentence said,
+    and the failed answer restates it (:func:`_answered_with`); ``None`` otherwise.
+
+    The reader was given the unit and gave it back ("Joanna creates visuals of her characters to help bring
+    them alive" for "... alive in her head so she can write better"), and a judge found that short of the
+    gold: the unit, which the presence test took for a carrier by the words it kept, did not hold the answer.
+    Nothing on the read side lost what it said (the search returned it, the reader repeated it); the
+    extraction that wrote it from the message without the rest did. A unit holding every gold word its
+    message's sentence said is left to the search: the answer may be short of another message's part (a
+    list gold), which a search passed over.
+    """
+    carrier, index = verdict.carrier, case.index
+    if (carrier is None or carrier not in carries.written_from
+            or carries.info.gold.keys() <= index.tokens(carrier)
+            or not _answered_with(index, answered, index.tokens(carrier), asked)):
+        return None
+    for op in index.readers(carries.evidence):
+        if (index.category(op) in _EXTRACTION_ROLES and not index.is_step(op)
+                and index.order(op) < index.produced_at(carrier)):
+            return Verdict(op, ErrorType.EXTRACTION, f"the failed answer gives back {carrier}, which it "
+                           f"wrote from {carries.evidence}: the fact it stored was short of the answer",
+                           carrier, confidence=0.6)
+    return None
 
 
 def _narrow_carrier(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
