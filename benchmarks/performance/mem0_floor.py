@@ -251,7 +251,7 @@ def emission_cost(payloads: Mapping[str, Sequence[Mapping[str, Any]]], iteration
     Each method's recorded spans go through the very wrapper the benchmark installs, around a call
     that does nothing, on a provider shaped as the benchmark's (a ``BatchSpanProcessor`` feeding an
     exporter that discards); ``bare`` is an empty span the same way. What a span costs in mem0's
-    threads, between its allocations and garbage collections, is more (``docs/performance.md``)."""
+    threads, between its allocations and garbage collections, is more (``docs/performance-history.md``)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 

@@ -1,7 +1,7 @@
 """What recording less would save per mem0 ``add``: the instrumentation's own CPU, paired variants.
 
 Issue 28, item 1 asks for a mem0 ``add`` at or below the leanest OTel peer; the passes of
-``docs/performance.md`` found memtrace's own work per ``add`` spread thin, and asked what recording
+``docs/performance-history.md`` found memtrace's own work per ``add`` spread thin, and asked what recording
 less would buy. Each variant here takes one thing out of what a traced ``add`` records (or, for the
 ceilings, everything a part records) by replacing one function of ``instrument/mem0/flat.py`` for a
 block of calls. They are measurements, not modes: most of them drop what an engine reads (said in

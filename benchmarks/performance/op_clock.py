@@ -85,7 +85,7 @@ def _shuffled_blocks(functions: dict[str, Callable[[], None]], blocks: int, call
     ``traced, one-shot, floor`` rotated, the one-shot form always ran right after the ``with`` form, with
     memtrace's code and data left in the caches by it, and the ``with`` form always after the floor).
     Shuffled, each follows each other as often. (Session 43 found no difference in the ratios within the
-    runs' spread, docs/performance.md; the comparison is fair by construction now.)"""
+    runs' spread, docs/performance-history.md; the comparison is fair by construction now.)"""
     names = list(functions)
     for function in functions.values():
         for _ in range(op_overhead._WARM_UP_ALONE):

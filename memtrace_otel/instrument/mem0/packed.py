@@ -105,7 +105,7 @@ class PackedAdd:
         in-process contents, in the order the graph builder makes their variables
         (``graph.packed.kept_key``); a prompt as its messages, joined when the ``add`` ends. Not
         otherwise: a tuple and two joined prompts per ``add`` kept alive for nobody cost later calls
-        (``docs/performance.md``, "Eighth pass")."""
+        (``docs/performance-history.md``, "Eighth pass")."""
 
 
 _current: contextvars.ContextVar[PackedAdd | None] = contextvars.ContextVar("memtrace_mem0_packed",
