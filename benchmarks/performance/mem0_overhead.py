@@ -61,6 +61,12 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # at another clone of the project.
 _CHECKOUT = sys.argv[sys.argv.index("--checkout") + 1] if "--checkout" in sys.argv[:-1] else ROOT
 sys.path[:0] = [_CHECKOUT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "mem0")]
+# pyproject maps the top-level collector/ and exporters/ into memtrace_otel (package-dir); a venv's editable
+# install maps them only into the clone it was installed from, which may be gone (a CI run's fresh clone):
+# the checkout's own folders, found through the package's path.
+import memtrace_otel  # noqa: E402
+
+memtrace_otel.__path__.append(_CHECKOUT)
 VENVS = os.environ.get("MEMTRACE_MEM0_VENVS", os.path.expanduser("~/.cache/memtrace/venvs"))
 _WORKER_VENVS = {"memtrace": "mem0ai-1.0.11", "floor": "mem0ai-1.0.11", "loongsuite": "mem0ai-1.0.11-peers"}
 """The venvs ``.ci/install-mem0-venvs.sh`` builds: mem0ai 1.0.11 with this checkout, and with
