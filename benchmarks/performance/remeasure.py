@@ -66,10 +66,18 @@ SECTIONS: tuple[Section, ...] = (
     Section("mem0", "mem0 add/search added CPU beside loongsuite (issue 28, item 1)", lambda o: [
         _c("compare-1.0.11", "mem0_overhead.py", "--compare", "--rounds", "3", "--pairs", "60", "--json"),
         _c("compare-2.2.1", "mem0_overhead.py", "--compare", "--mem0", "2.2.1", "--rounds", "3",
-           "--pairs", "60", "--json")]),
+           "--pairs", "60", "--json"),
+        # 60 pairs leave a round's figure moving by more than the difference to the peer: 2.5x the pairs.
+        _c("compare-1.0.11-150", "mem0_overhead.py", "--compare", "--rounds", "3", "--pairs", "150",
+           "--json")]),
     Section("graph", "the graph commands' memory and CPU on a 100k-span file (issue 28, item 3)", lambda o: [
         _c("commands", "graph_build.py", "--file", str(Path(o.data) / "spans100k.jsonl"), "--repeat", "1",
-           "--commands", "--json")]),
+           "--commands", "--json"),
+        # The command against the library in alternated rounds (the same checkout as before and after).
+        _c("graph-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
+           "--before", str(ROOT), "--after", str(ROOT), "--rounds", "3", "--command", "graph", "--json"),
+        _c("report-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
+           "--before", str(ROOT), "--after", str(ROOT), "--rounds", "2", "--command", "report", "--json")]),
     Section("analyze-scale", "analyze per span from 10k to 200k spans (issue 28, item 3)", lambda o: [
         _c("users", "analyze_scale.py", "--spans", "10000", "50000", "100000", "200000",
            "--dir", str(Path(o.data) / "scale"), "--json")]),
