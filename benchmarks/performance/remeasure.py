@@ -73,7 +73,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("graph", "the graph commands' memory and CPU on a 100k-span file (issue 28, item 3)", lambda o: [
         _c("commands", "graph_build.py", "--file", str(Path(o.data) / "spans100k.jsonl"), "--repeat", "1",
            "--commands", "--json"),
-        # The command against the library in alternated rounds (the same checkout as before and after).
+        # The command against the library in alternated rounds (the same checkout as before and after);
+        # the span file is graph/commands' (run that first on a fresh --data).
         _c("graph-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
            "--before", str(ROOT), "--after", str(ROOT), "--rounds", "3", "--command", "graph", "--json"),
         _c("report-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
@@ -186,10 +187,19 @@ def run_one(section: Section, command: Command, run: int, options: argparse.Name
     return True
 
 
+def _commands(section: Section, options: argparse.Namespace) -> list[Command]:
+    """The section's commands that ``--only`` chose: all of them, unless it named some as SECTION/COMMAND."""
+    commands = section.commands(options)
+    if not options.only or section.name in options.only:
+        return commands
+    return [c for c in commands if f"{section.name}/{c.label}" in options.only]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="directory for the results' JSON (created)")
-    parser.add_argument("--only", action="append", metavar="NAME", help="only this section (repeatable)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="only this section, or SECTION/COMMAND for one of its commands (repeatable)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each command, back to back")
     parser.add_argument("--data", default="/tmp/memtrace-remeasure",
                         help="generated span files (kept and reused: the 100k-span file, analyze's sizes)")
@@ -198,16 +208,19 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is given up")
     parser.add_argument("--list", action="store_true", help="list the sections and their commands")
     options = parser.parse_args()
-    names = {section.name for section in SECTIONS}
+    names = {section.name for section in SECTIONS} | {
+        f"{section.name}/{command.label}" for section in SECTIONS for command in section.commands(options)}
     unknown = sorted(set(options.only or ()) - names)
     if unknown:
-        parser.error(f"unknown section {', '.join(unknown)} (one of: {', '.join(s.name for s in SECTIONS)})")
-    chosen = [s for s in SECTIONS if not options.only or s.name in options.only]
+        parser.error(f"unknown section {', '.join(unknown)} (one of: {', '.join(s.name for s in SECTIONS)}; "
+                     "--list shows each section's commands)")
+    chosen = [s for s in SECTIONS if not options.only or s.name in options.only
+              or any(only.startswith(f"{s.name}/") for only in options.only)]
     if options.list:
         for section in chosen:
             print(f"{section.name}: {section.title}")
-            for command in section.commands(options):
-                print(f"    {command.script} {' '.join(command.args)}")
+            for command in _commands(section, options):
+                print(f"    {section.name}/{command.label}: {command.script} {' '.join(command.args)}")
         return 0
     if not options.out:
         parser.error("--out DIR is required (or --list)")
@@ -217,7 +230,7 @@ def main() -> int:
     Path(options.data).mkdir(parents=True, exist_ok=True)
     failed = 0
     for section in chosen:
-        for command in section.commands(options):
+        for command in _commands(section, options):
             for run in range(1, options.runs + 1):
                 failed += not run_one(section, command, run, options)
     print(f"remeasure: {failed} failed run(s); results in {options.out}", file=sys.stderr)
