@@ -108,13 +108,20 @@ def main() -> None:
                          if not args.systems or d.split(os.sep)[-3] in args.systems)
     inputs = ["bench", "report", args.bench] if args.labelled else ["report", "--separate", *directories]
     seconds, cpu, failures = build(inputs, args.out, args.jobs)
-    result = {"pipelines": "labelled" if args.labelled else len(directories), "failures": failures,
-              "jobs": args.jobs, "build_s": round(seconds, 2), "build_cpu_s": round(cpu, 2),
-              "load_average": round(os.getloadavg()[0], 1),
-              "html_mib": round(os.path.getsize(args.out) / 2**20, 1), **open_in_chromium(args.out)}
+    result: dict[str, Any] = {
+        "pipelines": "labelled" if args.labelled else len(directories), "failures": failures,
+        "jobs": args.jobs, "build_s": round(seconds, 2), "build_cpu_s": round(cpu, 2),
+        "load_average": round(os.getloadavg()[0], 1), "html_mib": round(os.path.getsize(args.out) / 2**20, 1)}
+    try:
+        result.update(open_in_chromium(args.out))
+    except Exception as error:  # Selenium's, urllib3's: a failed open must not lose the build's figures
+        lines = str(error).strip().splitlines()
+        result["open_error"] = f"{type(error).__name__}: {lines[0] if lines else ''}"
     if args.phases and not args.labelled:
         result["phases_cpu_s"] = phases(directories)
     print(json.dumps(result, indent=2))
+    if "open_error" in result:
+        raise SystemExit(f"report_scale: the page was built but did not open: {result['open_error']}")
 
 
 if __name__ == "__main__":
