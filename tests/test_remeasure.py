@@ -77,3 +77,28 @@ def test_json_output_is_parsed_after_progress_lines() -> None:
     assert remeasure._output('progress\n{"a": 1}\n') == {"a": 1}
     assert remeasure._output('[1, 2]') == [1, 2]
     assert remeasure._output("plain text") == "plain text"
+
+
+@pytest.mark.parametrize(("enabled", "grouped"), [("1", True), ("0", False)])
+def test_the_nice_reaches_the_sessions_autogroup_only_when_the_kernel_groups_by_session(
+        tmp_path: Path, enabled: str, grouped: bool) -> None:
+    """A fake /proc: with autogroup on, the session's group gets the nice value (else nice orders nothing
+    across sessions); with it off, the group is left alone."""
+    (tmp_path / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "sys" / "kernel" / "sched_autogroup_enabled").write_text(enabled + "\n")
+    (tmp_path / "self").mkdir()
+    group = tmp_path / "self" / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    written = remeasure.autogroup_nice(-10, proc=tmp_path)
+    # A real /proc file then reads "/autogroup-N nice -10"; the fake one holds what was written.
+    assert written == ("-10" if grouped else None)
+    assert group.read_text() == ("-10\n" if grouped else "/autogroup-7 nice 0\n")
+
+
+def test_a_refused_autogroup_write_is_one_line_not_a_traceback(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "sys" / "kernel" / "sched_autogroup_enabled").write_text("1\n")
+    assert remeasure.autogroup_nice(-10, proc=tmp_path) is None  # no self/autogroup to write
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not set the session's autogroup nice to -10" in err
