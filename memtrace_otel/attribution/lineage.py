@@ -172,6 +172,7 @@ undated facts between them do not (mem0 dates a record by its message).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -721,6 +722,13 @@ def _write_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fr
     return Verdict(candidates[0], kind, why, read, alternatives=candidates[1:])
 
 
+def _extractions_before(index: GraphIndex, evidence: str, moment: int) -> Iterator[str]:
+    """The extraction (or ingest) operations that read ``evidence`` before ``moment`` (an execution order), in
+    the order ``index.readers`` gives them; internal steps excluded."""
+    return (op for op in index.readers(evidence)
+            if index.category(op) in _EXTRACTION_ROLES and not index.is_step(op) and index.order(op) < moment)
+
+
 def _fragment_written(case: LineageCase, carries: Carrying, gold: Information | None, remover: str,
                       before: str) -> Verdict | None:
     """The evidence's extraction, when the unit ``before`` that ``remover`` (an update or a deletion) removed
@@ -740,10 +748,7 @@ def _fragment_written(case: LineageCase, carries: Carrying, gold: Information | 
     said = {t: gold.gold.get(t, 1.0) for t in carries.info.said}
     if not said or weighted_share(said, index.tokens(before)) >= _ANSWER_KEPT_SHARE:
         return None
-    for op in index.readers(carries.evidence):
-        if (index.category(op) not in _EXTRACTION_ROLES or index.is_step(op)
-                or index.order(op) >= index.order(remover)):
-            continue
+    for op in _extractions_before(index, carries.evidence, index.order(remover)):
         lines = [line for v in index.written(op) for line in index.lines(v)]
         if not lines or any(weighted_share(said, line) >= _ANSWER_KEPT_SHARE for line in lines):
             return None
@@ -1049,10 +1054,8 @@ def _own_statement_loss(case: LineageCase, carries: Carrying, asked: frozenset[s
     index = case.index
     if carries.structural:
         return None
-    found = [(op, *loss) for op in index.readers(carries.evidence)
-             if index.category(op) in _EXTRACTION_ROLES and index.order(op) < case.query_time
-             and not index.is_step(op)
-             and (loss := statement_loss(case, carries, op, asked=asked)) is not None]
+    found = [(op, *loss) for op in _extractions_before(index, carries.evidence, case.query_time)
+             if (loss := statement_loss(case, carries, op, asked=asked)) is not None]
     return max(found, key=lambda item: (index.order(item[1]), item[1])) if found else None
 
 
@@ -1160,13 +1163,11 @@ def _gave_back(case: LineageCase, carries: Carrying, verdict: Verdict, asked: fr
             or carries.info.gold.keys() <= index.tokens(carrier)
             or not _answered_with(index, answered, index.tokens(carrier), asked)):
         return None
-    for op in index.readers(carries.evidence):
-        if (index.category(op) in _EXTRACTION_ROLES and not index.is_step(op)
-                and index.order(op) < index.produced_at(carrier)):
-            return Verdict(op, ErrorType.EXTRACTION, f"the failed answer gives back {carrier}, which it "
-                           f"wrote from {carries.evidence}: the fact it stored was short of the answer",
-                           carrier, confidence=0.6)
-    return None
+    op = next(_extractions_before(index, carries.evidence, index.produced_at(carrier)), None)
+    if op is None:
+        return None
+    return Verdict(op, ErrorType.EXTRACTION, f"the failed answer gives back {carrier}, which it wrote from "
+                   f"{carries.evidence}: the fact it stored was short of the answer", carrier, confidence=0.6)
 
 
 def _narrow_carrier(case: LineageCase, carries: Carrying, verdict: Verdict, gold: Information,
@@ -1203,10 +1204,7 @@ def _narrow_carrier(case: LineageCase, carries: Carrying, verdict: Verdict, gold
     lines = [line for line in index.lines(verdict.carrier) if info.gold.keys() <= line]
     if any(_states_said(gold, said, line) for line in lines or index.lines(verdict.carrier)):
         return None
-    for op in index.readers(carries.evidence):
-        if (index.category(op) not in _EXTRACTION_ROLES or index.order(op) >= case.query_time
-                or index.is_step(op)):
-            continue
+    for op in _extractions_before(index, carries.evidence, case.query_time):
         lines = [line for v in index.written(op) for line in index.lines(v)]
         if not said <= frozenset().union(*lines) and not any(
                 _states_said(gold, said, line) and (not topic or _mentions(line, topic)) for line in lines):
