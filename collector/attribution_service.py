@@ -385,7 +385,7 @@ class AttributionService:
     def _enqueue(self, traces: list[AssembledTrace]) -> None:
         """With the index lock held: failed traces become jobs, the others are forgotten."""
         self.stats.add(traces_settled=len(traces))
-        self.store.release([t.trace_id for t in traces if not t.failed])
+        self.store.release([t.trace_id for t in traces if not t.failed], settled_clean=True)
         failed = [t for t in traces if t.failed]
         if not failed:
             return

@@ -5,17 +5,26 @@ One SQLite database in WAL mode (``<data dir>/serve.sqlite3``) holds
 * ``requests``: the body of every accepted OTLP request, as received (protobuf or JSON, after
   gzip), or, for spans handed over in-process, a pickle of their records; a request is
   acknowledged to its sender only once its row is committed;
-* ``traces``: which requests hold spans of which trace (a trace's spans are read back from its
-  requests when it is attributed; a request row goes when no unsettled trace needs it);
+* with each request, its trace index (``trace id -> (spans, holds a failed evaluation)``, pickled
+  in the same row): which traces it holds spans of. A trace's spans are read back from its
+  requests when it is attributed, and a request row goes when no unsettled trace needs it. Which
+  requests each trace needs is kept in memory (a few numbers a trace), rebuilt from these indexes
+  on open: a row per trace per request, written at ingest and deleted at settling, cost more than
+  the rest of storing a request (``traces``, that table, is now read only to carry over a data
+  directory an older version wrote);
+* ``forgotten``: the traces forgotten while a request holding them still lives (attributed, or
+  given up), so that reopening does not judge them again; a trace that settled without a failure
+  is not written there (settling it again after a restart does nothing);
 * ``outbox``: annotation spans, encoded as an OTLP ``ExportTraceServiceRequest``, until the
   trace backend accepts them (or refuses them for good);
 * ``redo``: failures whose verdict was made while the backend could not give every trace,
   to be judged again when it answers (their requests are kept meanwhile).
 
-A failure's annotations go into ``outbox`` and its trace rows out of ``traces`` in one
-transaction, so a crash at any point either redoes the failure or has its annotations, never
-both, never neither. On open, what a killed process left is replayed: the trace index is read
-back (those traces settle again) and the outbox rows are exported.
+A failure's annotations go into ``outbox`` and the trace is forgotten (the requests only it needed
+deleted, or it is written to ``forgotten``) in one transaction, so a crash at any point either
+redoes the failure or has its annotations, never both, never neither. On open, what a killed
+process left is replayed: the requests' trace indexes are read back (those traces settle again)
+and the outbox rows are exported.
 
 Why SQLite (see docs/architecture.md, Decisions): in the standard library, one file, atomic
 multi-table transactions (the exactly-once hand-over above), and WAL mode lets a commit cost
@@ -56,7 +65,8 @@ KIND_PICKLE = 2
 FILE_NAME = "serve.sqlite3"
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL,
+                                     traces BLOB);
 CREATE TABLE IF NOT EXISTS traces (trace_id TEXT NOT NULL, request_id INTEGER NOT NULL,
                                    spans INTEGER NOT NULL, failed INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS traces_by_trace ON traces (trace_id);
@@ -64,6 +74,7 @@ CREATE INDEX IF NOT EXISTS traces_by_request ON traces (request_id);
 CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY, spans INTEGER NOT NULL, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS redo (trace_id TEXT PRIMARY KEY, until REAL NOT NULL, attempts INTEGER NOT NULL,
                                  superseded TEXT NOT NULL, seen TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS forgotten (trace_id TEXT NOT NULL, request_id INTEGER NOT NULL);
 """
 
 
@@ -135,10 +146,64 @@ class DurableStore:
         self.dropped_annotation_batches = 0
         """Outbox rows dropped because the store was full."""
         self._warned_full = False
+        # trace id -> the live requests holding its spans (an int for one, the common case, else a list,
+        # oldest first); request id -> [traces it still holds spans of, its body's size].
+        self._requests_of: dict[str, int | list[int]] = {}
+        self._held: dict[int, list[int]] = {}
+        self._forgotten_rows = 0
         with self._lock:
+            try:
+                self._open()
+            except sqlite3.Error as error:
+                raise OSError(f"data directory {path}: cannot read {FILE_NAME}: {error}") from None
             self.held_bytes = sum(value or 0 for value in self._db.execute(
                 "SELECT (SELECT SUM(LENGTH(body)) FROM requests), (SELECT SUM(LENGTH(body)) FROM outbox)"
             ).fetchone())
+
+    def _open(self) -> None:
+        """The requests' trace indexes into memory (lock held): an older version's ``traces`` rows carried
+        over into them first, and the requests no trace needs any more deleted."""
+        db = self._db
+        if "traces" not in [row[1] for row in db.execute("PRAGMA table_info(requests)")]:  # older version
+            db.execute("ALTER TABLE requests ADD COLUMN traces BLOB")
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            legacy: dict[int, dict[str, tuple[int, bool]]] = {}
+            for trace_id, request_id, spans, failed in db.execute(
+                    "SELECT trace_id, request_id, spans, failed FROM traces ORDER BY rowid"):
+                index = legacy.setdefault(request_id, {})
+                count, before = index.get(trace_id, (0, False))
+                index[trace_id] = (count + spans, before or bool(failed))
+            db.executemany("UPDATE requests SET traces = ? WHERE id = ? AND traces IS NULL",
+                           [(_pack(index), request_id) for request_id, index in legacy.items()])
+            db.execute("DELETE FROM traces")
+            forgotten = set(db.execute("SELECT trace_id, request_id FROM forgotten"))
+            unused = []
+            for request_id, size, packed in db.execute(
+                    "SELECT id, LENGTH(body), traces FROM requests ORDER BY id").fetchall():
+                held = [trace_id for trace_id in _unpack(packed) if (trace_id, request_id) not in forgotten]
+                if not held:
+                    unused.append((request_id,))
+                    continue
+                self._held[request_id] = [len(held), size]
+                for trace_id in held:
+                    self._add(trace_id, request_id)
+            db.executemany("DELETE FROM requests WHERE id = ?", unused)
+            db.execute("DELETE FROM forgotten WHERE request_id NOT IN (SELECT id FROM requests)")
+            self._forgotten_rows = db.execute("SELECT COUNT(*) FROM forgotten").fetchone()[0]
+
+    def _add(self, trace_id: str, request_id: int) -> None:
+        ids = self._requests_of.get(trace_id)
+        if ids is None:
+            self._requests_of[trace_id] = request_id
+        elif isinstance(ids, int):
+            self._requests_of[trace_id] = [ids, request_id]
+        else:
+            ids.append(request_id)
+
+    def _ids(self, trace_id: str) -> list[int]:
+        ids = self._requests_of.get(trace_id)
+        return [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
 
     # -- requests ----------------------------------------------------------------------------------
     def append(self, kind: int, body: bytes, traces: dict[str, tuple[int, bool]]) -> None:
@@ -146,17 +211,18 @@ class DurableStore:
 
         Returns once committed: only then may the sender be told it was accepted.
         """
+        packed = _pack(traces)
         with self._lock:
             self._make_room(len(body))
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                request_id = self._db.execute("INSERT INTO requests (kind, body) VALUES (?, ?)",
-                                              (kind, body)).lastrowid
-                self._db.executemany(
-                    "INSERT INTO traces (trace_id, request_id, spans, failed) VALUES (?, ?, ?, ?)",
-                    [(trace_id, request_id, spans, int(failed))
-                     for trace_id, (spans, failed) in traces.items()])
+                inserted = self._db.execute("INSERT INTO requests (kind, body, traces) VALUES (?, ?, ?)",
+                                            (kind, body, packed))
+                request_id = int(inserted.lastrowid or 0)
             self.held_bytes += len(body)
+            self._held[request_id] = [len(traces), len(body)]
+            for trace_id in traces:
+                self._add(trace_id, request_id)
 
     def append_records(self, spans: Sequence[SpanRecord], traces: dict[str, tuple[int, bool]]) -> None:
         """:meth:`append` for spans handed over in-process (pickled: read back by this code only)."""
@@ -165,71 +231,95 @@ class DurableStore:
     def request_ids_of(self, trace_id: str) -> list[int]:
         """The requests holding spans of ``trace_id``, oldest first."""
         with self._lock:
-            return [row[0] for row in self._db.execute(
-                "SELECT DISTINCT request_id FROM traces WHERE trace_id = ? ORDER BY request_id", (trace_id,))]
+            return self._ids(trace_id)
 
     def request(self, request_id: int) -> tuple[int, bytes, list[str]] | None:
         """``(kind, body, failed traces in it)`` of a stored request; ``None`` when it is gone."""
         with self._lock:
-            row = self._db.execute("SELECT kind, body FROM requests WHERE id = ?", (request_id,)).fetchone()
+            row = self._db.execute("SELECT kind, body, traces FROM requests WHERE id = ?",
+                                   (request_id,)).fetchone()
             if row is None:
                 return None
-            failed = [r[0] for r in self._db.execute(
-                "SELECT DISTINCT trace_id FROM traces WHERE request_id = ? AND failed = 1 ORDER BY trace_id",
-                (request_id,))]
+            failed = sorted(trace_id for trace_id, (_, failed) in _unpack(row[2]).items()
+                            if failed and request_id in self._ids(trace_id))
         return int(row[0]), bytes(row[1]), failed
 
     def request_size(self, request_id: int) -> int:
         with self._lock:
-            row = self._db.execute("SELECT LENGTH(body) FROM requests WHERE id = ?", (request_id,)).fetchone()
-        return int(row[0]) if row else 0
+            held = self._held.get(request_id)
+        return held[1] if held else 0
 
     def requests_of(self, trace_id: str) -> list[tuple[int, bytes]]:
         """``(kind, body)`` of each request holding spans of ``trace_id``, oldest first."""
         with self._lock:
-            return list(self._db.execute(
-                "SELECT kind, body FROM requests WHERE id IN "
-                "(SELECT request_id FROM traces WHERE trace_id = ?) "
-                "ORDER BY id", (trace_id,)))
+            ids = self._ids(trace_id)
+            marks = ",".join("?" * len(ids))
+            return list(self._db.execute(f"SELECT kind, body FROM requests WHERE id IN ({marks}) ORDER BY id",
+                                         ids)) if ids else []
 
-    def release(self, trace_ids: Iterable[str]) -> None:
-        """Forget ``trace_ids`` (settled and not failed, or done) and the requests no trace needs now."""
+    def release(self, trace_ids: Iterable[str], *, settled_clean: bool = False) -> None:
+        """Forget ``trace_ids`` (settled and not failed, or done) and the requests no trace needs now.
+
+        ``settled_clean``: they settled without a failure, so a request that still holds them need not
+        say they are forgotten (after a restart they would only settle again, and be released).
+        """
         ids = list(trace_ids)
         if not ids:
             return
         with self._lock, self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            self._forget(ids)
+            self._forget(ids, mark=not settled_clean)
 
-    def _forget(self, trace_ids: list[str]) -> None:
-        """Inside a transaction, with the lock held."""
+    def _forget(self, trace_ids: list[str], *, mark: bool = True) -> None:
+        """Inside a transaction, with the lock held. The memory follows only once the statements ran: a
+        failed statement rolls back and leaves both as they were."""
+        trace_ids = list(dict.fromkeys(trace_ids))
+        empty: list[int] = []
+        still: dict[int, int] = {}  # request id -> its new count of traces held
+        marks: list[tuple[str, int]] = []
+        for trace_id in trace_ids:
+            for request_id in self._ids(trace_id):
+                left = still.get(request_id, self._held[request_id][0]) - 1
+                still[request_id] = left
+                if left == 0:
+                    empty.append(request_id)
+                elif mark:
+                    marks.append((trace_id, request_id))
+        marks = [(trace_id, request_id) for trace_id, request_id in marks if still[request_id] > 0]
         db = self._db
-        requests: set[int] = set()
-        for start in range(0, len(trace_ids), 500):
-            chunk = trace_ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            requests.update(row[0] for row in db.execute(
-                f"SELECT DISTINCT request_id FROM traces WHERE trace_id IN ({marks})", chunk))
-            db.execute(f"DELETE FROM traces WHERE trace_id IN ({marks})", chunk)
-        ordered = sorted(requests)
-        for start in range(0, len(ordered), 500):
-            request_ids = ordered[start:start + 500]
-            marks = ",".join("?" * len(request_ids))
-            unused = [row for row in db.execute(
-                f"SELECT id, LENGTH(body) FROM requests WHERE id IN ({marks}) AND NOT EXISTS "
-                f"(SELECT 1 FROM traces WHERE traces.request_id = requests.id)", request_ids)]
-            if unused:
-                db.executemany("DELETE FROM requests WHERE id = ?", [(row[0],) for row in unused])
-                self.held_bytes -= sum(row[1] for row in unused)
+        forgotten_rows = self._forgotten_rows
+        if marks:
+            db.executemany("INSERT INTO forgotten (trace_id, request_id) VALUES (?, ?)", marks)
+            forgotten_rows += len(marks)
+        for start in range(0, len(empty), 500):
+            chunk = empty[start:start + 500]
+            in_chunk = f"({','.join('?' * len(chunk))})"
+            db.execute(f"DELETE FROM requests WHERE id IN {in_chunk}", chunk)
+            if forgotten_rows:
+                forgotten_rows -= db.execute(f"DELETE FROM forgotten WHERE request_id IN {in_chunk}",
+                                             chunk).rowcount
+        self._forgotten_rows = forgotten_rows
+        for trace_id in trace_ids:
+            self._requests_of.pop(trace_id, None)
+        for request_id, left in still.items():
+            if left == 0:
+                self.held_bytes -= self._held.pop(request_id)[1]
+            else:
+                self._held[request_id][0] = left
 
     def stored_traces(self) -> list[StoredTrace]:
         """The trace index as committed, oldest first (replay after a restart); traces waiting for a
         redo are not in it (:meth:`redos` has them)."""
         with self._lock:
-            return [StoredTrace(row[0], row[1], bool(row[2])) for row in self._db.execute(
-                "SELECT trace_id, SUM(spans), MAX(failed) FROM traces "
-                "WHERE trace_id NOT IN (SELECT trace_id FROM redo) "
-                "GROUP BY trace_id ORDER BY MIN(rowid)")]
+            redo = {row[0] for row in self._db.execute("SELECT trace_id FROM redo")}
+            found: dict[str, tuple[int, bool]] = {}
+            for request_id, packed in self._db.execute("SELECT id, traces FROM requests ORDER BY id"):
+                for trace_id, (spans, failed) in _unpack(packed).items():
+                    if trace_id in redo or request_id not in self._ids(trace_id):
+                        continue
+                    count, before = found.get(trace_id, (0, False))
+                    found[trace_id] = (count + spans, before or failed)
+        return [StoredTrace(trace_id, spans, failed) for trace_id, (spans, failed) in found.items()]
 
     # -- annotations -------------------------------------------------------------------------------
     def finish(self, trace_id: str, annotations: Sequence[tuple[int, bytes]], *,
@@ -301,10 +391,11 @@ class DurableStore:
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             while self.held_bytes + incoming > self.max_bytes:
-                row = self._db.execute("SELECT id, LENGTH(body) FROM requests ORDER BY id LIMIT 1").fetchone()
+                row = self._db.execute("SELECT id, LENGTH(body), traces FROM requests ORDER BY id LIMIT 1"
+                                       ).fetchone()
                 if row is not None:
-                    self._db.execute("DELETE FROM traces WHERE request_id = ?", (row[0],))
                     self._db.execute("DELETE FROM requests WHERE id = ?", (row[0],))
+                    self._drop(row[0], row[2])
                     dropped_requests += 1
                 else:
                     row = self._db.execute(
@@ -314,6 +405,9 @@ class DurableStore:
                     self._db.execute("DELETE FROM outbox WHERE id = ?", (row[0],))
                     dropped_batches += 1
                 self.held_bytes -= row[1]
+            if self._forgotten_rows:
+                self._forgotten_rows -= self._db.execute(
+                    "DELETE FROM forgotten WHERE request_id NOT IN (SELECT id FROM requests)").rowcount
         self.dropped_requests += dropped_requests
         self.dropped_annotation_batches += dropped_batches
         if not self._warned_full or (self.dropped_requests + self.dropped_annotation_batches) % 100 == 0:
@@ -322,6 +416,18 @@ class DurableStore:
                             "annotation batch(es) (%d and %d so far)", self.max_bytes / (1 << 20),
                             dropped_requests, dropped_batches, self.dropped_requests,
                             self.dropped_annotation_batches)
+
+    def _drop(self, request_id: int, packed: bytes | None) -> None:
+        """A request dropped from a full store: its traces no longer need it (lock held)."""
+        self._held.pop(request_id, None)
+        for trace_id in _unpack(packed):
+            ids = self._requests_of.get(trace_id)
+            if ids == request_id:
+                del self._requests_of[trace_id]
+            elif isinstance(ids, list) and request_id in ids:
+                ids.remove(request_id)
+                if len(ids) == 1:
+                    self._requests_of[trace_id] = ids[0]
 
     def close(self) -> None:
         with self._lock:
@@ -332,6 +438,16 @@ class DurableStore:
             if self._lock_file is not None:
                 os.close(self._lock_file)  # releases the lock
                 self._lock_file = None
+
+
+def _pack(traces: dict[str, tuple[int, bool]]) -> bytes:
+    """A request's trace index as stored with it (read back by this code only)."""
+    return pickle.dumps(traces, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(packed: bytes | None) -> dict[str, tuple[int, bool]]:
+    index: dict[str, tuple[int, bool]] = pickle.loads(packed) if packed else {}  # written by _pack
+    return index
 
 
 def _lock(directory: Path) -> int:

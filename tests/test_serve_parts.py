@@ -85,6 +85,57 @@ def test_the_store_keeps_requests_until_their_traces_are_released_and_replays_af
     reopened.close()
 
 
+def _hex(number: int) -> str:
+    return f"{number:032x}"
+
+
+def test_a_trace_forgotten_while_its_request_lives_is_not_judged_again_after_reopening(tmp_path) -> None:
+    """The request holding traces 1, 2 and 3 outlives 1 (attributed) and 2 (settled clean) while 3 waits:
+    reopened, 1 is not replayed (its verdict is in the outbox), 3 is, and so is 2 (settling it again
+    does nothing), with the request they need."""
+    store = DurableStore(tmp_path)
+    store.append(KIND_PROTOBUF, b"first", {_hex(1): (2, True), _hex(2): (1, False), _hex(3): (1, False)})
+    store.append(KIND_PROTOBUF, b"second", {_hex(3): (1, True)})
+    store.finish(_hex(1), [(1, b"verdict")])
+    store.release([_hex(2)], settled_clean=True)
+    assert [t.trace_id for t in store.stored_traces()] == [_hex(3)]
+    assert store.request(1) == (KIND_PROTOBUF, b"first", [])  # 1 is done: not decoded again for its job
+    store.close()
+    reopened = DurableStore(tmp_path)
+    replayed = {t.trace_id: (t.spans, t.failed) for t in reopened.stored_traces()}
+    assert replayed == {_hex(2): (1, False), _hex(3): (2, True)}
+    assert reopened.request_ids_of(_hex(3)) == [1, 2] and reopened.request_ids_of(_hex(1)) == []
+    reopened.release([_hex(2)], settled_clean=True)
+    reopened.finish(_hex(3), [(1, b"verdict")])
+    assert reopened.requests_of(_hex(3)) == [] and reopened.held_bytes == 2 * len(b"verdict")
+    reopened.close()
+    assert DurableStore(tmp_path).stored_traces() == []
+
+
+def test_a_data_directory_an_older_version_wrote_is_carried_over(tmp_path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "serve.sqlite3")
+    db.executescript("""
+        CREATE TABLE requests (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, body BLOB NOT NULL);
+        CREATE TABLE traces (trace_id TEXT NOT NULL, request_id INTEGER NOT NULL, spans INTEGER NOT NULL,
+                             failed INTEGER NOT NULL);
+        INSERT INTO requests VALUES (1, 0, x'0102'), (2, 0, x'03');
+        INSERT INTO traces VALUES ('""" + _hex(7) + """', 1, 2, 0), ('""" + _hex(8) + """', 1, 1, 1),
+                                  ('""" + _hex(7) + """', 2, 1, 1);
+    """)
+    db.commit()
+    db.close()
+    store = DurableStore(tmp_path)
+    replayed = [(t.trace_id, t.spans, t.failed) for t in store.stored_traces()]
+    assert replayed == [(_hex(7), 3, True), (_hex(8), 1, True)]
+    assert store.requests_of(_hex(7)) == [(0, b"\x01\x02"), (0, b"\x03")] and store.held_bytes == 3
+    store.finish(_hex(7), [])
+    store.finish(_hex(8), [])
+    assert store.held_bytes == 0
+    store.close()
+
+
 def test_a_full_store_drops_the_oldest_requests_and_counts_them(tmp_path, caplog) -> None:
     store = DurableStore(tmp_path, max_bytes=3000)
     for number in range(1, 6):
