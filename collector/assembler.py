@@ -90,8 +90,10 @@ class TraceAssembler:
     def room_for(self, index: dict[str, tuple[int, bool]]) -> bool:
         """Whether a batch of these traces would fit (checked before it is stored)."""
         with self._lock:
-            new = sum(trace_id not in self._traces for trace_id in index)
-            return not self._traces or len(self._traces) + new <= self.max_traces
+            held = len(self._traces)
+            if not held or held + len(index) <= self.max_traces:  # fits even if every trace is new
+                return True
+            return held + len(index.keys() - self._traces.keys()) <= self.max_traces
 
     def offer(self, index: dict[str, tuple[int, bool]]) -> None:
         """Note a stored batch (:func:`trace_index` of its spans)."""
