@@ -166,8 +166,9 @@ def _drive(port: int, requests: list[tuple[bytes, int]], seconds: float, connect
            pids: list[int]) -> dict[str, Any]:
     totals: dict[str, int] = {"spans": 0}
     lock, stop = threading.Lock(), threading.Event()
-    senders = [threading.Thread(target=_sender, args=(port, requests, stop, totals, lock), daemon=True)
-               for _ in range(connections)]
+    senders = [threading.Thread(target=_sender, daemon=True,  # each connection from its own offset
+                                args=(port, requests, stop, totals, lock, n * len(requests) // connections))
+               for n in range(connections)]
     started, cpu_started = time.monotonic(), sum(_cpu_seconds(pid) for pid in pids)
     for sender in senders:
         sender.start()

@@ -121,9 +121,12 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _sender(port: int, requests: list[tuple[bytes, int]], stop: threading.Event, totals: dict[str, int],
-            lock: threading.Lock) -> None:
+            lock: threading.Lock, start: int = 0) -> None:
+    """Posts ``requests`` round-robin from ``start``. Each connection starts at its own offset: started at
+    the same one, every connection sent the same requests at once, so each trace arrived once per connection
+    (its spans stored as many times, and a trace's work shared by that many copies of its spans)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    index = 0
+    index = start
     while not stop.is_set():
         body, spans = requests[index % len(requests)]
         index += 1
@@ -172,8 +175,9 @@ def main() -> None:
             time.sleep(0.1)
     totals: dict[str, int] = {"spans": 0}
     lock, stop = threading.Lock(), threading.Event()
-    senders = [threading.Thread(target=_sender, args=(port, requests, stop, totals, lock), daemon=True)
-               for _ in range(args.connections)]
+    offsets = [n * len(requests) // args.connections for n in range(args.connections)]
+    senders = [threading.Thread(target=_sender, args=(port, requests, stop, totals, lock, start), daemon=True)
+               for start in offsets]
     started, cpu_started = time.monotonic(), _cpu_seconds(server.pid)
     for sender in senders:
         sender.start()
