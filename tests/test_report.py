@@ -15,7 +15,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from memtrace_otel.attribution.runner import analyze
 from memtrace_otel.cli import main
+from memtrace_otel.report import ReportInput, render_report
 
 from browser_harness import chromium, missing_reason
 
@@ -95,6 +97,27 @@ def test_report_in_chromium(page: str, failures: list[dict], tmp_path) -> None:
             shot = tmp_path / f"figure-{number}.png"
             figure.screenshot(str(shot))
             assert shot.stat().st_size > 1000
+
+
+@browser
+def test_long_page_draws_pictures_as_their_sections_scroll_in(spans: str, tmp_path) -> None:
+    # Pictures are drawn when their section nears the window, watched through the section (an
+    # off-screen section is not laid out): the first ones at load, a far one only once scrolled to.
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    found = analyze([spans])
+    page = tmp_path / "long.html"
+    page.write_text(render_report([ReportInput(found.graph, found.attributions)] * 30), encoding="utf-8")
+    with chromium() as driver:
+        driver.get("file://" + str(page))
+        sections = driver.find_elements("css selector", "section.failure")
+        assert len(sections) == 30 * len(found.attributions) > 30
+        drawn = driver.execute_script("return document.querySelectorAll('svg.lineage').length")
+        assert 0 < drawn < len(sections)
+        assert not sections[-1].find_elements("css selector", "svg.lineage")
+        driver.execute_script("arguments[0].scrollIntoView()", sections[-1])
+        WebDriverWait(driver, 30).until(
+            lambda d: sections[-1].find_elements("css selector", "svg.lineage .node.root-cause"))
 
 
 def test_nothing_to_report_is_one_line_and_exit_1(tmp_path) -> None:

@@ -175,12 +175,18 @@ PAGE_SCRIPT = "\n(function(){\n" + _CONSTANTS + r"""
   }
   window.memtraceDrawAll = function(){ boxes.forEach(draw); };
   if (!('IntersectionObserver' in window)) { boxes.forEach(draw); return; }
+  /* Each box is watched through its section: a box inside an off-screen section (content-visibility:
+     auto) has no layout of its own, and Chromium lays the section out to test it, for every box at every
+     check (3,408 failures: no load event in 120 s; their sections watched instead: 2.1 s). */
+  function boxOf(watched){
+    return watched.matches('.figure[data-fig]') ? watched : watched.querySelector('.figure[data-fig]');
+  }
   var watch = new IntersectionObserver(function(entries){
     entries.forEach(function(entry){
-      if (entry.isIntersecting) { draw(entry.target); watch.unobserve(entry.target); }
+      if (entry.isIntersecting) { draw(boxOf(entry.target)); watch.unobserve(entry.target); }
     });
   }, {rootMargin: '1200px 0px'});
-  boxes.forEach(function(box){ watch.observe(box); });
+  boxes.forEach(function(box){ watch.observe(box.closest('section.failure') || box); });
   window.addEventListener('beforeprint', window.memtraceDrawAll);
 })();
 """
