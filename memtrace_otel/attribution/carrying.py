@@ -27,7 +27,6 @@ from memtrace_otel.attribution.presence import (
     Information,
     salient,
     split_header,
-    split_lines,
     tokenize,
     weighted_share,
 )
@@ -131,6 +130,9 @@ class Carrying:
         self._asked_month: frozenset[str] | None = None
         self._salient: frozenset[str] | None = None
         self._spoken: frozenset[str] | None = None  # the message's words outside its bracketed notes
+        self._own: dict[frozenset[str], bool] = {}  # a line's quoted messages -> the evidence's speaker's
+        self._together: dict[str, bool] = {}  # a line's text -> it says the gold's words together
+        self._states: dict[frozenset[str], bool] = {}  # a line's tokens -> it states the fact
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -196,37 +198,56 @@ class Carrying:
         speaker about it is the speaker saying it again.
         """
         index, info = self.case.index, self.info
-        tokens, lines, sources = index.tokens(variable), index.lines(variable), index.line_sources(variable)
+        tokens = index.tokens(variable)
+        if not info or (not info.whole and not info.gold_in(tokens)):
+            return False  # both word tests below need the gold in these tokens first
+        lines, sources = index.lines(variable), index.line_sources(variable)
         said_by = index.speaker(self.evidence)
+        # The walk tests every version of a window of raw messages, and the versions share most of
+        # their lines: what a line's speaker, words and phrasing decide is kept for this evidence.
+        owned, together, states = self._own, self._together, self._states
 
         def own(quoted: frozenset[str]) -> bool:
-            return (not quoted or self.evidence in quoted or said_by is None
-                    or any(index.speaker(m) in (said_by, None) for m in quoted))
+            if not quoted:
+                return True
+            found = owned.get(quoted)
+            if found is None:
+                found = owned[quoted] = (self.evidence in quoted or said_by is None
+                                         or any(index.speaker(m) in (said_by, None) for m in quoted))
+            return found
+
+        def said_together(text: str) -> bool:
+            found = together.get(text)
+            if found is None:
+                found = together[text] = info.together(text)
+            return found
 
         texts: list[str] = []
         if info.spread:
             # Common gold words carry the fact only said together (:meth:`.Information.together`).
-            texts = split_lines(index.text(variable))
-            kept = [i for i, text in enumerate(texts) if info.together(text)]
+            texts = index.line_texts(variable)
+            kept = [i for i, text in enumerate(texts) if said_together(text)]
             if not kept:
                 return False
             texts, lines = [texts[i] for i in kept], [lines[i] for i in kept]
             sources = [sources[i] for i in kept]
-        own_lines = [line for line, quoted in zip(lines, sources, strict=True) if own(quoted)]
+        # own() inlined for lines quoting no message or a known set of them: called per line per version.
+        own_lines = [line for line, quoted in zip(lines, sources, strict=True)
+                     if not quoted or (owned[quoted] if quoted in owned else own(quoted))]
         if info.whole:
             tokens = _across_lines(tokens, lines, sources, self.evidence)
-        if info.carried_by_lines(tokens, own_lines):
+        if info.carried_by_lines(tokens, own_lines, memo=states):
             return True
         # Another speaker's line says it of the person asked about only by naming them: "My mother also
         # passed away last year" is the other speaker's mother, however close to the evidence it reads.
         who = tokenize(said_by) & info.asked
         others = [i for i, (line, quoted) in enumerate(zip(lines, sources, strict=True))
-                  if not own(quoted) and who <= line and info.carried_by_lines(tokens, [line])]
+                  if not own(quoted) and who <= line and info.carried_by_lines(tokens, [line], memo=states)]
         if not others:
             return False
         if self.case.semantic is None or not info.text:
             return True  # without a model, words are all there is to go by
-        texts = texts or split_lines(index.text(variable))
+        texts = texts or index.line_texts(variable)
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
 

@@ -142,6 +142,7 @@ class GraphIndex:
         self._producers: dict[str, str | None] = {}
         self._tokens: dict[str, frozenset[str]] = {}
         self._lines: dict[str, list[frozenset[str]]] = {}
+        self._line_texts: dict[str, list[str]] = {}
         self._pieces: dict[str, list[tuple[str, frozenset[str]]]] = {}
         self._postings: dict[str | None, Postings] | None = None
         self._truncated: dict[str | None, set[str]] = {}
@@ -164,6 +165,7 @@ class GraphIndex:
         self._speakers: dict[str, str | None] = {}
         self._message_texts: dict[str, str] | None = None
         self._turns: dict[str, int] | None = None
+        self._idf: dict[str, float] = {}
 
     @property
     def has_content(self) -> bool:
@@ -267,6 +269,16 @@ class GraphIndex:
         if found is None:
             found = [tokenize(line) for line in split_lines(self.text(variable))]
             self._lines[variable] = found
+        return found
+
+    def line_texts(self, variable: str) -> list[str]:
+        """The lines of a variable's content (:func:`.presence.split_lines`), :meth:`lines`' texts.
+        Shared: not to be changed."""
+        # Kept for the presence test of a gold in common words, which reads each version of a window
+        # again for every evidence message (other callers split the text once and keep its tokens).
+        found = self._line_texts.get(variable)
+        if found is None:
+            found = self._line_texts[variable] = split_lines(self.text(variable))
         return found
 
     def pieces(self, variable: str) -> list[tuple[str, frozenset[str]]]:
@@ -620,8 +632,12 @@ class GraphIndex:
 
     def idf(self, token: str) -> float:
         """Inverse document frequency of ``token`` over the message variables (smoothed)."""
-        df = len(self._messages().get(token, ()))
-        return math.log(1 + (self._message_count + 1) / (df + 0.5))
+        # Kept per token: scoring the answerer's context asks it of every word of every line.
+        found = self._idf.get(token)
+        if found is None:
+            df = len(self._messages().get(token, ()))
+            found = self._idf[token] = math.log(1 + (self._message_count + 1) / (df + 0.5))
+        return found
 
     def specific(self, tokens: Iterable[str]) -> bool:
         """Whether so few messages hold all of ``tokens`` together that they identify a fact."""

@@ -1288,11 +1288,16 @@ def _answered_best_match(case: LineageCase, stated: Information | None, asked: f
     if stated is None or not stated.gold or not answered:
         return False
 
+    scores: dict[frozenset[str], float] = {}  # the context's versions repeat most of their lines
+
     def about(tokens: frozenset[str]) -> float:
         # The question's share of what the line says (IDF-weighted overlap over union): a line saying
         # many other things is less about the question than a short one saying as much of it.
-        union = math.fsum(index.idf(t) for t in tokens | asked)
-        return math.fsum(index.idf(t) for t in tokens & asked) / union if union else 0.0
+        found = scores.get(tokens)
+        if found is None:
+            union = math.fsum(index.idf(t) for t in tokens | asked)
+            found = scores[tokens] = math.fsum(index.idf(t) for t in tokens & asked) / union if union else 0.0
+        return found
 
     scored = [(about(line), line) for v in _answerer_context(case) for line in index.lines(v)]
     top = max((score for score, _ in scored), default=0.0)

@@ -296,28 +296,43 @@ class Information:
         lines: Iterable[frozenset[str]],
         *,
         threshold: float = _CARRY_THRESHOLD,
+        memo: dict[frozenset[str], bool] | None = None,
     ) -> bool:
-        """Whether a text with (all) ``tokens`` and these ``lines`` carries this information."""
+        """Whether a text with (all) ``tokens`` and these ``lines`` carries this information.
+
+        ``memo`` keeps each line's verdict (:meth:`states`) across calls with the same
+        ``threshold``: the versions of a window of raw messages share most of their lines.
+        """
         if not self or not self.gold_in(tokens, threshold=threshold):
             return False
         if not self.sentence:
             return True
         if self.whole:
             lines = [*lines, tokens]
-        # The gold must sit in the line that states the fact: a unit holding "guitar" in one
-        # line and a similar sentence about drums in another does not carry "played guitar".
+        if memo is None:
+            return any(self.states(line, threshold=threshold) for line in lines)
         for line in lines:
-            if self.topic and weighted_share(self.topic, line, self.topic_total) < _TOPIC_SHARE:
-                continue
-            if not self.gold_in(line, threshold=threshold) or not self.tells_event(line):
-                continue
-            share = weighted_share(self.sentence, line, self.sentence_total)
-            if share >= _SENTENCE_SHARE:
-                return True
-            # A rare gold identifies the fact with less of its sentence, but only all of it does.
-            if self.specific and share >= _SPECIFIC_SENTENCE_SHARE and self.gold.keys() <= line:
+            found = memo.get(line)
+            if found is None:
+                found = memo[line] = self.states(line, threshold=threshold)
+            if found:
                 return True
         return False
+
+    def states(self, line: frozenset[str], *, threshold: float = _CARRY_THRESHOLD) -> bool:
+        """Whether the line with tokens ``line`` states the fact (:meth:`carried_by_lines` asks it of
+        each line, once the whole text holds the gold)."""
+        # The gold must sit in the line that states the fact: a unit holding "guitar" in one
+        # line and a similar sentence about drums in another does not carry "played guitar".
+        if self.topic and weighted_share(self.topic, line, self.topic_total) < _TOPIC_SHARE:
+            return False
+        if not self.gold_in(line, threshold=threshold) or not self.tells_event(line):
+            return False
+        share = weighted_share(self.sentence, line, self.sentence_total)
+        if share >= _SENTENCE_SHARE:
+            return True
+        # A rare gold identifies the fact with less of its sentence, but only all of it does.
+        return self.specific and share >= _SPECIFIC_SENTENCE_SHARE and self.gold.keys() <= line
 
 
 def critical_information(
