@@ -31,13 +31,13 @@ import networkx as nx
 from memtrace_otel.attribution.presence import split_header, split_lines, tokenize
 from memtrace_otel.attribution.ranking import DocumentRanker
 from memtrace_otel.attribution.spectrum import ochiai_scores
-from memtrace_otel.graph.index import lookup, operation_nodes, position, variables_by_name
+from memtrace_otel.graph.index import forget, lookup, operation_nodes, position, variables_by_name
 from memtrace_otel.graph.node_types import OPERATION, VARIABLE
 from memtrace_otel.graph.query import producer_of
 from memtrace_otel.semconv import Category, VariableKind
 from memtrace_otel.text import readable, sentences
 
-__all__ = ["STORED_KINDS", "GraphIndex", "graph_index"]
+__all__ = ["STORED_KINDS", "GraphIndex", "graph_index", "release_graph_index"]
 
 STORED_KINDS = frozenset({VariableKind.MEMORY_UNIT, VariableKind.STORE})
 """Variable kinds that are memory: what a later question can be answered from."""
@@ -126,6 +126,16 @@ def graph_index(G: nx.DiGraph) -> GraphIndex:
     True
     """
     return lookup(G, _KEY, GraphIndex)
+
+
+def release_graph_index(G: nx.DiGraph) -> None:
+    """Free the index of ``G`` (every variable's tokens and lines, its postings) once attribution is
+    done with it; :func:`graph_index` builds it again if asked.
+
+    >>> G = nx.DiGraph(); first = graph_index(G); release_graph_index(G); graph_index(G) is first
+    False
+    """
+    forget(G, _KEY)
 
 
 class GraphIndex:

@@ -33,6 +33,7 @@ from memtrace_otel.semconv import Category
 __all__ = [
     "clear_index",
     "evaluation_nodes",
+    "forget",
     "lookup",
     "missing_by_node",
     "operation_nodes",
@@ -82,6 +83,21 @@ def clear_index(G: nx.DiGraph) -> None:
     store = getattr(G, "__networkx_cache__", None)
     if store is not None:
         store.pop(_KEY, None)
+
+
+def forget(G: nx.DiGraph, key: Hashable) -> None:
+    """Forget one lookup of ``G`` (built again if asked for): to free a large one no longer needed.
+
+    >>> G = nx.DiGraph([("a", "b")])
+    >>> first = lookup(G, "n", lambda G: [len(G)])
+    >>> lookup(G, "n", lambda G: [len(G)]) is first
+    True
+    >>> forget(G, "n"); lookup(G, "n", lambda G: [len(G)]) is first
+    False
+    """
+    cache = _cache(G)
+    if cache is not None:
+        cache.pop(key, None)
 
 
 def position(G: nx.DiGraph) -> dict[str, int]:
