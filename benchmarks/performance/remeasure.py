@@ -97,7 +97,8 @@ SECTIONS: tuple[Section, ...] = (
         _c("loadbalance", "writeback_delay.py", "--failures", "20", "--settle", "2", "--json"),
         _c("tee", "writeback_delay.py", "--failures", "20", "--settle", "2", "--tee", "--json")]),
     Section("report-scale", "memtrace report at the benchmark's scale", lambda o: [
-        _c("natural", "report_scale.py", "--bench", o.bench, "--out", str(Path(o.data) / "report")),
+        _c("natural", "report_scale.py", "--bench", o.bench, "--bare-parse",
+           "--out", str(Path(o.data) / "report")),
         _c("labelled", "report_scale.py", "--bench", o.bench, "--labelled",
            "--out", str(Path(o.data) / "report-labelled"))]),
     Section("serve-memory", "serve's ingest and memory (write-ahead store), and a dense flood", lambda o: [

@@ -13,7 +13,7 @@ event, and counting the lineage pictures drawn by then.
 Target: >= 500 failures built in <= 30 s and opened in <= 3 s.
 
     python benchmarks/performance/report_scale.py --bench DIR [--systems mem0-style rag ...] \
-        [--jobs 2] [--out FILE]
+        [--jobs 2] [--out FILE] [--phases] [--bare-parse]
     python benchmarks/performance/report_scale.py --bench DIR --labelled [--jobs 2]
 """
 
@@ -77,6 +77,22 @@ def phases(directories: list[str]) -> dict[str, float]:
     return {phase: round(seconds, 1) for phase, seconds in spent.items()}
 
 
+def bare_parse(directories: list[str]) -> float:
+    """CPU seconds of ``json.loads`` of every line of the pipelines' span files, in this process: the
+    machine's own speed on the same bytes, to compare a build's CPU with across sessions."""
+    import gzip
+
+    started = time.process_time()
+    for directory in directories:
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            with (gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb")) as handle:
+                for line in handle:
+                    if line.strip():
+                        json.loads(line)
+    return time.process_time() - started
+
+
 def open_in_chromium(path: str) -> dict[str, float]:
     with chromium() as driver:
         started = time.perf_counter()
@@ -99,6 +115,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="memtrace report --jobs (default 2)")
     parser.add_argument("--phases", action="store_true",
                         help="also time each phase in one process (CPU seconds; natural failures only)")
+    parser.add_argument("--bare-parse", action="store_true",
+                        help="also time a bare json parse of the same span files (CPU seconds, one process)")
     parser.add_argument("--out", default="/tmp/memtrace-report-scale.html")
     args = parser.parse_args()
     reason = missing_reason()
@@ -119,6 +137,8 @@ def main() -> None:
         result["open_error"] = f"{type(error).__name__}: {lines[0] if lines else ''}"
     if args.phases and not args.labelled:
         result["phases_cpu_s"] = phases(directories)
+    if args.bare_parse and not args.labelled:
+        result["bare_parse_cpu_s"] = round(bare_parse(directories), 2)
     print(json.dumps(result, indent=2))
     if "open_error" in result:
         raise SystemExit(f"report_scale: the page was built but did not open: {result['open_error']}")
