@@ -908,3 +908,16 @@ def test_the_benchmarks_tokenizer_is_left_as_it_was():
 
     assert fact_tokens("Café, twenty-five") != fact_tokens("Cafe, 25")
     assert fact_tokens("Café, twenty-five", fold=True) == fact_tokens("Cafe, 25", fold=True)
+
+
+def test_a_memo_of_line_verdicts_answers_as_the_lines_themselves_do():
+    """The presence test keeps each line's verdict across the versions of a window (``memo``): a line
+    decided once is not decided again, and every answer is the one the lines give without it."""
+    info = critical_information("a rainbow sidewalk", WALK, SAID, specific=lambda _tokens: True)
+    said, other = tokenize(SAID), tokenize("[26 August 2023] Melanie: We went camping by the lake.")
+    memo: dict[frozenset[str], bool] = {}
+    for lines in ([other], [other, said], [said], [other]):
+        tokens = frozenset().union(*lines)
+        assert info.carried_by_lines(tokens, lines, memo=memo) == info.carried_by_lines(tokens, lines)
+    assert memo == {other: False, said: True}
+    assert info.states(said) and not info.states(other)
