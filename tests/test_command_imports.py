@@ -42,3 +42,17 @@ def test_the_instrumentation_names_still_load_from_the_package() -> None:
     assert ContentUploader.__module__ == "memtrace_otel.content.upload"
     with pytest.raises(AttributeError):
         memtrace_otel.no_such_name  # noqa: B018
+
+
+def test_a_lineage_engine_starts_without_the_llm_engines() -> None:
+    code = ("import json, sys; from memtrace_otel.attribution.base import available_engines, create_engine; "
+            "create_engine('lineage'); before = sorted(sys.modules); names = available_engines(); "
+            "print(json.dumps([before, names]))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                         timeout=60)
+    modules, names = json.loads(out.stdout)
+    assert "memtrace_otel.attribution.lineage" in modules
+    llm = ("memtrace_otel.attribution.llm_", "memtrace_otel.llm_client")
+    assert not [m for m in modules if m.startswith(llm)]
+    assert {"lineage", "llm-agent"} <= set(names)  # every engine is still listed when asked for

@@ -313,7 +313,7 @@ def available_engines() -> list[str]:
 
 def create_engine(name: str, **options: Any) -> Engine:
     """A new engine by name; ``ValueError`` names the choices when ``name`` is unknown."""
-    _load_builtin_engines()
+    _load_builtin_engines(until=name)
     try:
         factory = _ENGINES[name]
     except KeyError:
@@ -321,12 +321,16 @@ def create_engine(name: str, **options: Any) -> Engine:
     return factory(**options)
 
 
-def _load_builtin_engines() -> None:
+def _load_builtin_engines(until: str | None = None) -> None:
     # Engines register themselves on import; import lazily so that the LLM engines'
-    # optional dependency (openai) is only needed when one is asked for.
+    # optional dependency (openai) is only needed when one is asked for. With ``until``, the
+    # modules after the one registering that engine are not imported: a run of ``lineage`` does
+    # not pay for the LLM engines' modules at start-up (a fixed cost of every command).
     import importlib
 
     for module in ("trivial", "lineage", "llm_agent", "llm_baselines"):
+        if until is not None and until in _ENGINES:
+            return
         try:
             importlib.import_module(f"memtrace_otel.attribution.{module}")
         except ModuleNotFoundError as error:
