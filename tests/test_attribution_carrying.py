@@ -784,6 +784,47 @@ def test_a_later_memory_tied_to_the_evidence_but_dated_another_month_tells_anoth
     assert (verdict.operation, verdict.error_type) == (ops["D2"], ErrorType.EXTRACTION)
 
 
+def _adoption_history(provider) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Nate's turn about his new dog Max, stored whole; five days later a turn whose add read that unit (as
+    mem0's update decision reads the similar memories), wrote a unit about walking Max and deleted the first
+    one; the question's search returns the walking unit."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    turns = {"D1": ("[7:49 pm on 20 May, 2022] Nate: Way to go! I just got a new addition to the family, "
+                    "this is Max!",
+                    "Nate has a new addition to the family, an adopted pet named Max (20 May 2022)."),
+             "D2": ("[1:14 pm on 25 May, 2022] Nate: Max and I had a great walk by the river this morning.",
+                    "Nate has a dog named Max that he enjoys taking for walks (25 May 2022).")}
+    ops, units = {}, {}
+    for key, (said, fact) in turns.items():
+        with mt.operation("add", Category.EXTRACTION, store_id="s") as op:
+            op.read(f"msg:{key}", content=said, kind=VariableKind.MESSAGE)
+            if key == "D2":
+                op.read(units["D1"])
+            units[key] = op.write(f"mem:{key}", fact, kind=VariableKind.MEMORY_UNIT)
+        if key == "D2":
+            with mt.operation("delete", Category.DELETION, gen_ai_operation="delete_memory",
+                              store_id="s") as op:
+                ops["delete"] = f"op:{op.span_context.trace_id:032x}:{op.span_context.span_id:016x}"
+                op.delete(units["D1"])
+    _ask(mt, ops, "When did Nate adopt Max?", [units["D2"]],
+         "Nate has a dog named Max that he enjoys taking for walks", "May 2022", ["D1"])
+    return ops
+
+
+def test_a_memory_of_another_day_tied_to_the_evidence_by_the_decisions_read_does_not_carry_its_date(
+        tracer_provider, span_exporter):
+    """The walking unit was written from the later turn; it descends from the evidence only because that
+    turn's add read the adoption unit. Dated five days later, it holds "May 2022" as every unit of its day
+    does, not as the adoption's date: the deletion of the adoption unit lost the fact, not the reader."""
+    from memtrace_otel.attribution import ErrorType
+
+    ops = _adoption_history(tracer_provider)
+    verdict = _walk_verdict(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["delete"], ErrorType.DELETION)
+
+
 CHECKUPS = "How often does Sam get health checkups?"
 CHECKUP = ("[3:09 pm on 8 October, 2023] Sam: I went for a check-up Monday and my doc said my weight's a "
            "serious health risk.")

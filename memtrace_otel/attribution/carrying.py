@@ -40,6 +40,8 @@ __all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
 _WRITE_SIDE = frozenset(
     {Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION, Category.OTHER}
 )
+# A header's time of day ("7:49 pm"): when the message was sent within its day, no part of the date.
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\b\.?)?", re.IGNORECASE)
 _READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK})
 _QUERY_SIDE = _READ_SIDE | {Category.GENERATION}
 _STORED_SEARCH_KEYS = 4
@@ -133,6 +135,7 @@ class Carrying:
         self._own: dict[frozenset[str], bool] = {}  # a line's quoted messages -> the evidence's speaker's
         self._together: dict[str, bool] = {}  # a line's text -> it says the gold's words together
         self._states: dict[frozenset[str], bool] = {}  # a line's tokens -> it states the fact
+        self._evidence_day: frozenset[str] | None = None
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -356,7 +359,47 @@ class Carrying:
         """
         index = self.case.index
         return any(self.info.identified_by(tokens) and not index.quoted_message(text) - {self.evidence}
-                   and self.info.together(text) for text, tokens in index.pieces(variable))
+                   and self.info.together(text) for text, tokens in self._own_pieces(variable))
+
+    def _own_pieces(self, variable: str) -> list[tuple[str, frozenset[str]]]:
+        """The statements of ``variable`` (a descendant of the evidence) that came from the evidence's
+        extraction: all of them, but for a memory unit none of whose versions up to it was written from
+        the evidence (:attr:`written_from`), and for what a search passed on, the statements of the units
+        it read that were.
+
+        mem0's update decision reads the memories similar to the new facts: a unit written from another
+        message descends from the evidence through that read, and its fact is that message's ("Nate has a
+        dog named Max that he enjoys taking for walks (25 May 2022)", written the week after "this is
+        Max!", holds the month a date gold is, as every unit of its day does).
+        """
+        index, day = self.case.index, self._day()
+        if index.is_stored(variable):
+            if self._from_evidence(variable):
+                return index.pieces(variable)
+            return [(text, tokens) for text, tokens in index.pieces(variable) if day and day <= tokens]
+        producer = index.producer(variable)
+        units = [v for v in index.inputs(producer) if index.is_stored(v)] if producer is not None else []
+        if not units:
+            return index.pieces(variable)
+        own = {text for v in units if self._from_evidence(v) for text, _ in index.pieces(v)}
+        return [(text, tokens) for text, tokens in index.pieces(variable)
+                if text in own or (day and day <= tokens)]
+
+    def _day(self) -> frozenset[str]:
+        """The day the evidence was said on (day, month and year of its header), or nothing."""
+        if self._evidence_day is None:
+            text = self.case.index.text(self.evidence) or ""
+            head = tokenize(_CLOCK.sub(" ", split_header(text.splitlines()[0])[0])) if text else frozenset()
+            day = frozenset(t for t in head if t in MONTH_NAMES or (t.isdigit() and len(t) in (1, 2, 4)))
+            self._evidence_day = day if len(day) == 3 and any(t in MONTH_NAMES for t in day) else frozenset()
+        return self._evidence_day
+
+    def _from_evidence(self, unit: str) -> bool:
+        """Whether the memory unit ``unit``, or one of its earlier versions, was written from the evidence."""
+        index = self.case.index
+        versions = index.versions(index.data(unit)["name"])
+        upto = versions[:versions.index(unit) + 1] if unit in versions else [unit]
+        return any(v in self.written_from for v in upto)
 
     def _states_gold_of_sentence(self, variable: str) -> bool:
         """Whether a statement of ``variable``, written from the evidence, holds the whole gold and
