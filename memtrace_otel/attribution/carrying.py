@@ -362,15 +362,17 @@ class Carrying:
                    and self.info.together(text) for text, tokens in self._own_pieces(variable))
 
     def _own_pieces(self, variable: str) -> list[tuple[str, frozenset[str]]]:
-        """The statements of ``variable`` (a descendant of the evidence) that came from the evidence's
-        extraction: all of them, but for a memory unit none of whose versions up to it was written from
-        the evidence (:attr:`written_from`), and for what a search passed on, the statements of the units
-        it read that were.
+        """The statements of ``variable`` (a descendant of the evidence) that may be the evidence's fact: all
+        of a memory unit one of whose versions up to it was written from the evidence (:attr:`written_from`),
+        and of what a search passed on, the statements of the units it read that were; besides, any statement
+        dated the day the evidence was said on (:meth:`_day`).
 
         mem0's update decision reads the memories similar to the new facts: a unit written from another
-        message descends from the evidence through that read, and its fact is that message's ("Nate has a
-        dog named Max that he enjoys taking for walks (25 May 2022)", written the week after "this is
-        Max!", holds the month a date gold is, as every unit of its day does).
+        message descends from the evidence through that read, and its fact is that message's. mem0 dates
+        every fact by its message, so one said on another day holds the month and year a date gold is
+        whatever event it tells ("Nate has a dog named Max that he enjoys taking for walks (25 May 2022)",
+        written five days after "this is Max!", for "When did Nate adopt Max?"). One said the same day may
+        tell the same event again ("John's doctor mentioned that his injury (16 November 2023)"), and stays.
         """
         index, day = self.case.index, self._day()
         if index.is_stored(variable):
