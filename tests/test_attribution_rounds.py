@@ -1768,6 +1768,38 @@ def test_a_unit_of_another_turn_stating_the_whole_gold_makes_the_miss_the_search
     assert (verdict.operation, verdict.error_type) == (system.ops["extract D25:8"], ErrorType.EXTRACTION)
 
 
+DIET = "What was Evan limiting himself to on his new diet?"
+DIET_SAID = ("[6 January 2024] Evan: We're having a family get-together tonight and enjoying some homemade "
+             "lasagna. By the way, I've started a new diet, limiting myself to just two ginger snaps a day.")
+
+
+@pytest.mark.parametrize(("gold", "blamed", "error_type"), [
+    ("just two ginger snaps a day", "extract D23:15", ErrorType.EXTRACTION),
+    ("ginger", "search sam", ErrorType.RETRIEVAL),
+])
+def test_a_copy_elsewhere_does_not_excuse_an_extraction_that_dropped_the_whole_gold_its_message_said(
+        tracer_provider, span_exporter, gold, blamed, error_type):
+    """Evan's message said the whole answer and his extraction wrote only about its other part (the lasagna);
+    Sam's reply, stored as Sam's memory, restates it, and Sam's search passed it over. Another message's copy
+    excuses the extraction only when the message may not have said the fact (a turn beside the answer, an
+    inferred gold): this one said it, in words of several kinds no other message says by chance, and a
+    repaired extraction stores it in Evan's memory. A lone plain gold word ("ginger") may be any message's:
+    the copy is what memory held, and the search that passed it over is to blame."""
+    system = _Mem0(tracer_provider)
+    system.add("D23:15", DIET_SAID, "Evan is having a family get-together tonight and enjoying some homemade "
+               "lasagna (6 January 2024).", store="evan")
+    system.add("D23:16", "[6 January 2024] Sam: That's a great discipline, Evan! We're keeping it light "
+               "tonight.", "Sam mentions enjoying homemade lasagna for dinner and admires Evan's discipline "
+               "of limiting themselves to two ginger snaps a day (6 January 2024).", store="sam")
+    system.add("D23:17", "[6 January 2024] Sam: I repainted my kitchen.", "Sam repainted his kitchen "
+               "(6 January 2024).", store="sam")
+    system.add("D23:18", "[6 January 2024] Evan: My knee is much better now.",
+               "Evan's knee is much better (6 January 2024).", store="evan")
+    system.ask(DIET, gold, ["D23:15"], [], stores={"sam": ["D23:17"], "evan": ["D23:18"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], error_type)
+
+
 def test_another_turns_unit_holding_a_date_gold_does_not_make_the_miss_the_searchs(
         tracer_provider, span_exporter):
     """A date gold is no statement of the fact: every unit of that time holds it. The turn's extraction

@@ -111,7 +111,12 @@ off the graph without a model:
    the answer (half the gold's words): one that does is no turn beside the
    answer, and what the extraction kept of its other parts could not have
    answered had the search returned it; nor when the message said gold words
-   and none of those units keeps one, for the same reason.
+   and none of those units keeps one, for the same reason. Nor is a unit of
+   another message stating the gold such a search's fault when the evidence
+   sentence said every word of the gold, two words or more or a name, number
+   or month, and the extraction was not shown that unit (an additive
+   extractor writes only what is new): the message said the fact, and the
+   extraction dropped it.
    Nor is one that wrote nothing after reading a memory stating the fact (an
    additive extractor is shown the similar memories and writes only new
    facts): the search that passed over that memory is. Nor is one whose

@@ -160,6 +160,13 @@ def _kept_none(info: Information, statement: frozenset[str], message: str | None
     """
     if not info.gold or statement & info.gold.keys():
         return False
+    return _specific(info, message)
+
+
+def _specific(info: Information, message: str | None) -> bool:
+    """Whether the gold the evidence sentence said is two words or more, or a name, number or month the
+    evidence ``message`` said (:func:`.presence.salient`): what no paraphrase or other fact says by chance,
+    where a lone plain word is often said by a synonym or by another message."""
     return len(info.gold) >= _NONE_KEPT_WORDS or bool(salient(info, message))
 
 
@@ -234,7 +241,13 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
       thing does not answer "how many turtles"), written from any message: an extractor
       dedupes, speakers repeat; not for a date gold (a month, a year), which every fact of its
       session holds, nor a unit from elsewhere dated away from the month the question names
-      (:meth:`.Carrying.dated_otherwise`: another event told in the same words);
+      (:meth:`.Carrying.dated_otherwise`: another event told in the same words); when the evidence
+      sentence states the answer (``said``) and says every word of the gold, two words or more or a
+      name, number or month (:func:`_specific`), only a unit ``op`` read (an additive extractor is
+      shown the similar memories and writes only what is new): the message said the fact, and an
+      extraction that wrote only its other parts without having seen it stored dropped it (a repaired
+      one stores it in the speaker's memory), whatever copy another message left (the other speaker's
+      reply restating it);
     * else, unless the evidence sentence states the answer (``said``), the current versions of the
       units written from the evidence itself that keep one of
       ``op``'s statements (:func:`keeps`: not a unit a decision that read its facts only touched)
@@ -252,12 +265,24 @@ def stored_instead(case: LineageCase, carries: Carrying, op: str, *, asked: froz
     if carries.structural or wrote_about(case, carries, op, asked=asked) is not False:
         return []
     unread = unread_by(case)
+    shown: set[str] | None = None
+    if (said and gold is not None and gold.gold.keys() <= info.gold.keys()
+            and _specific(info, index.message_text(carries.evidence))):
+        # The message said the whole answer in words no other message says by chance: the extraction that
+        # wrote its other parts dropped it, unless it was shown a memory saying it (an additive extractor,
+        # mem0 2.x's, reads the similar memories and writes only what is new).
+        shown = {str(index.data(v).get("name")) for v in index.inputs(op) if index.is_stored(v)}
+
+    def excuses(unit: str) -> bool:
+        return not carries.dated_otherwise(unit) and (
+            shown is None or str(index.data(unit).get("name")) in shown)
+
     found = stating_gold(case, gold, info.exact, _topic(case, carries, asked)) if gold is not None else []
-    if found := [v for v in found if not carries.dated_otherwise(v)]:
+    if found := [v for v in found if excuses(v)]:
         return found
     if gold is not None and (found := [v for v in stating_gold(case, gold, info.exact, asked,
                                                                session_of=carries.evidence)
-                                       if not carries.dated_otherwise(v)]):
+                                       if excuses(v)]):
         return found
     if said:
         # The evidence sentence states the answer (``said``): no turn beside the one saying it, no gold
