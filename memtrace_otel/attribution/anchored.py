@@ -22,11 +22,17 @@ sentence holds) and state no date.
 from __future__ import annotations
 
 from memtrace_otel.attribution.graph_index import GraphIndex
-from memtrace_otel.attribution.presence import Information, split_header, tokenize, weighted_share
+from memtrace_otel.attribution.presence import (
+    Information,
+    split_header,
+    tokenize,
+    weighted_share,
+    without_clock,
+)
 from memtrace_otel.attribution.ranking import Embedder
 from memtrace_otel.text import MONTH_NAMES, sentences
 
-__all__ = ["anchor_day", "dated_episode", "months_and_years"]
+__all__ = ["anchor_day", "dated_episode", "header_day", "months_and_years"]
 
 _DAY_TOKENS = 3  # day, month, year: a date a memory can be placed by
 _EPISODE_SIMILARITY = 0.55  # as :data:`.carrying._PARAPHRASE_SIMILARITY`: the same event in other words
@@ -47,6 +53,21 @@ def months_and_years(tokens: frozenset[str] | dict[str, float]) -> frozenset[str
 def _body_tokens(text: str) -> frozenset[str]:
     """Tokens of what ``text``'s lines say, their headers (the day they were said on) left out."""
     return frozenset().union(*(tokenize(split_header(line)[1]) for line in text.splitlines()))
+
+
+def header_day(text: str) -> frozenset[str]:
+    """The day, month and year the header of ``text``'s first line names, its time of day left out;
+    empty when it names no whole day.
+
+    >>> sorted(header_day("[1:56 pm on 8 May, 2023] Sam: I went for a check-up at 3:30."))
+    ['2023', '8', 'may']
+    >>> header_day("Sam: no header")
+    frozenset()
+    """
+    if not text:
+        return frozenset()
+    day = _date_tokens(tokenize(split_header(without_clock(text.splitlines()[0]))[0]))
+    return day if len(day) == _DAY_TOKENS and any(t in MONTH_NAMES for t in day) else frozenset()
 
 
 def anchor_day(index: GraphIndex, evidence: str, info: Information) -> frozenset[str] | None:

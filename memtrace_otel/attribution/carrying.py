@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from memtrace_otel.attribution.anchored import anchor_day, dated_episode
+from memtrace_otel.attribution.anchored import anchor_day, dated_episode, header_day
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex
 from memtrace_otel.attribution.presence import (
     Information,
@@ -40,8 +40,6 @@ __all__ = ["Carrying", "LineageCase", "answer_history", "truncated"]
 _WRITE_SIDE = frozenset(
     {Category.INGEST, Category.EXTRACTION, Category.UPDATE, Category.DELETION, Category.OTHER}
 )
-# A header's time of day ("7:49 pm"): when the message was sent within its day, no part of the date.
-_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\b\.?)?", re.IGNORECASE)
 _READ_SIDE = frozenset({Category.RETRIEVAL, Category.RERANK})
 _QUERY_SIDE = _READ_SIDE | {Category.GENERATION}
 _STORED_SEARCH_KEYS = 4
@@ -390,10 +388,7 @@ class Carrying:
     def _day(self) -> frozenset[str]:
         """The day the evidence was said on (day, month and year of its header), or nothing."""
         if self._evidence_day is None:
-            text = self.case.index.text(self.evidence) or ""
-            head = tokenize(_CLOCK.sub(" ", split_header(text.splitlines()[0])[0])) if text else frozenset()
-            day = frozenset(t for t in head if t in MONTH_NAMES or (t.isdigit() and len(t) in (1, 2, 4)))
-            self._evidence_day = day if len(day) == 3 and any(t in MONTH_NAMES for t in day) else frozenset()
+            self._evidence_day = header_day(self.case.index.text(self.evidence) or "")
         return self._evidence_day
 
     def _from_evidence(self, unit: str) -> bool:

@@ -47,6 +47,7 @@ __all__ = [
     "tokenize",
     "topic_of",
     "weighted_share",
+    "without_clock",
 ]
 
 # Tokens that decide an answer on their own ("7 May", "3 kids", "Boston") and so must match exactly.
@@ -357,7 +358,7 @@ def critical_information(
     gold_info = _gold_information(gold, asked)
     if evidence is None:
         return gold_info
-    held = tokenize(_without_clock(evidence))
+    held = tokenize(without_clock(evidence))
     gold_part = {t: w for t, w in gold_info.gold.items() if t in held}
     said = frozenset(gold_part)
     weigh = idf or (lambda _t: 1.0)
@@ -394,14 +395,14 @@ def critical_information(
     )
 
 
-def _without_clock(text: str) -> str:
+def without_clock(text: str) -> str:
     """``text`` without the clock time of its lines' headers (``[3:09 pm on 8 October, 2023]``).
 
     A header's hour and minute say when the line was sent, not what its speaker said: a gold
     "every three months" is not in a message sent at 3:09 pm. The header's day stays (a date
     gold is often the day a message said "today").
 
-    >>> _without_clock("[3:09 pm on 8 October, 2023] Sam: I went for a check-up at 3:30.")
+    >>> without_clock("[3:09 pm on 8 October, 2023] Sam: I went for a check-up at 3:30.")
     '[ on 8 October, 2023] Sam: I went for a check-up at 3:30.'
     """
     lines = []
