@@ -12,6 +12,7 @@ mechanism it names.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import networkx as nx
 import pytest
@@ -1524,7 +1525,8 @@ EPISODE_IDS = ("a1b2c3d4e5f6a7b8c9d0e1f2", "b7c8d9e0f1a2b3c4d5e6f7a8", "c9d8e7f6
 
 
 def _episodes(provider: TracerProvider, said: str, when: str, episode: str, question: str, gold: str, *,
-              returned: bool, prediction: str = "I don't know.") -> dict[str, str]:
+              returned: bool, prediction: str = "I don't know.",
+              recorded: Callable[[str, str], str] = _said) -> dict[str, str]:
     """Three memcells ingested raw and rewritten by their extraction into an episode; the evidence's is
     ``episode`` (the others are about other things); a search in steps (candidates, then a rerank whose
     context holds the evidence's unit when ``returned``), a wrong answer and its judge."""
@@ -1540,7 +1542,7 @@ def _episodes(provider: TracerProvider, said: str, when: str, episode: str, ques
         raw = json.dumps({"event_id": rid, "timestamp": when,
                           "original_data": [{"content": text, "timestamp": when}]})
         with mt.operation("memory_system.finalize_memory_unit", Category.INGEST) as op:
-            op.read(f"msg:{rid}", content=_said(text, when), kind=VariableKind.MESSAGE)
+            op.read(f"msg:{rid}", content=recorded(text, when), kind=VariableKind.MESSAGE)
             unit = op.write(f"memory-unit-{rid}", raw, kind=VariableKind.MEMORY_UNIT)
         with mt.operation("memory_system.extract_memory", Category.EXTRACTION) as op:
             system.remember(f"extract {rid}", op)
@@ -1581,6 +1583,19 @@ def test_an_episode_dated_in_its_words_on_the_messages_day_keeps_a_relative_date
     ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
                     f"On 2023-05-08, Caroline and Melanie had a conversation. {GROUP_FACT}", GROUP,
                     "7 May 2023", returned=False)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
+
+
+def test_a_day_read_from_a_chat_header_with_a_time_of_day_anchors_a_relative_date(
+        tracer_provider, span_exporter):
+    """mem0 apps send each turn as ``[1:56 pm on 8 May, 2023] Caroline: ...``: the day is read from the
+    header with its time of day left out (:func:`.anchored.header_day`), so the dated episode keeps
+    "yesterday" as it does when the day comes from a record's timestamp."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    f"On 2023-05-08, Caroline and Melanie had a conversation. {GROUP_FACT}", GROUP,
+                    "7 May 2023", returned=False,
+                    recorded=lambda text, when: f"[1:56 pm on 8 May, 2023] Caroline: {text}")
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
 

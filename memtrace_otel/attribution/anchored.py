@@ -83,8 +83,7 @@ def anchor_day(index: GraphIndex, evidence: str, info: Information) -> frozenset
     gold = frozenset(info.gold)
     if not gold <= _body_tokens(resolved) or gold <= _body_tokens(said) or not _date_tokens(gold):
         return None
-    day = _date_tokens(tokenize(split_header(resolved.splitlines()[0])[0]))
-    return day if len(day) == _DAY_TOKENS and any(t in MONTH_NAMES for t in day) else None
+    return header_day(resolved) or None
 
 
 def dated_episode(index: GraphIndex, variable: str, info: Information, day: frozenset[str],
