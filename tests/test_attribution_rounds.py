@@ -701,6 +701,35 @@ def test_a_merge_that_kept_the_evidences_statement_word_for_word_still_carries_i
     assert (verdict.operation, verdict.error_type) == (system.ops["merge D23:3"], ErrorType.UPDATE)
 
 
+SHELTER = "What community service did Maria mention that she was involved in on 31 July, 2023?"
+
+
+def test_a_merge_dated_by_the_newer_message_still_carries_the_fact_of_the_day_the_question_names(
+        tracer_provider, span_exporter):
+    """The question names the day the evidence was said ("mention ... on 31 July, 2023"). A later decision
+    merged another fact into the evidence's unit, cut its date off and dated the merge by the newer
+    message: the statement the evidence put there ("Maria dropped off baked goods at a homeless shelter")
+    is still in it, and the day the question names is when it was said, which the app keeps in the
+    record. The unit was alive and the search returned another: the search missed it, the merge lost
+    nothing."""
+    system = _Mem0(tracer_provider)
+    system.add("D26:1", "[31 July 2023] Maria: Some interesting stuff has been going on; last week [the week "
+               "before 31 July 2023] I dropped off that stuff I baked at the homeless shelter.",
+               "Maria dropped off baked goods at a homeless shelter last week (the week before 31 July "
+               "2023).")
+    system.add("D28:2", "[3 August 2023] Maria: I took my dog for a walk in the park.",
+               "Maria took her dog for a walk in the park (3 August 2023).")
+    system.add("D29:1", "[9 August 2023] Maria: Last week [the week before 9 August 2023] I got a medal for "
+               "volunteering at the homeless shelter!",
+               "Maria volunteered at a homeless shelter last week and received a medal for her help (the "
+               "week before 9 August 2023).", into="D26:1",
+               merged="Maria dropped off baked goods at a homeless shelter; Maria volunteered at a homeless "
+               "shelter last week and received a medal for her help (the week before 9 August 2023).")
+    system.ask(SHELTER, "volunteered at a homeless shelter", ["D26:1"], ["D28:2"])
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
+
+
 def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
         tracer_provider, span_exporter):
     """No unit says the abstractive gold in its words, but the council fact the extraction wrote was

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -134,6 +134,7 @@ class Carrying:
         self._together: dict[str, bool] = {}  # a line's text -> it says the gold's words together
         self._states: dict[frozenset[str], bool] = {}  # a line's tokens -> it states the fact
         self._evidence_day: frozenset[str] | None = None
+        self._undated: Information | bool | None = False  # False: not computed yet
 
     def __call__(self, variable: str) -> bool:
         found = self._memo.get(variable)
@@ -152,6 +153,8 @@ class Carrying:
             return self(original)
         if variable != self.evidence and not self._holds_evidence_record(variable):
             return False
+        if self._restamped(variable):
+            return True
         if self.dated_otherwise(variable):
             return False
         if self._carried_by_lines(variable):
@@ -251,6 +254,36 @@ class Carrying:
         texts = texts or index.line_texts(variable)
         vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _restamped(self, variable: str) -> bool:
+        """Whether ``variable``, a version of a memory unit written from the evidence, states the fact but for
+        the day the evidence was said on, which the question names ("What did Maria mention on 31 July,
+        2023?").
+
+        That day is when the message was said, not what it said: the app keeps it in the record (mem0's
+        ``timestamp`` metadata, shown beside each memory the search returns), and the statement need not
+        repeat it. mem0's update decision merges a related fact into the unit and dates the merge by the
+        newer message ("... a homeless shelter; Maria volunteered at a homeless shelter last week (the
+        week before 9 August 2023)"): the statement the evidence put there is still in it, and a reader
+        asked about that day's mention answers from it. The rest of the test is the word test's (the gold,
+        the sentence, the topic's other words); a unit of another message is judged by its own words, and a
+        line quoting another message word for word is that message's.
+        """
+        undated = self._undated
+        if undated is False:
+            day, info = self._day(), self.info
+            undated = self._undated = replace(info, topic={
+                t: w for t, w in info.topic.items() if t not in day}) if day & info.topic.keys() else None
+        if not isinstance(undated, Information) or not self.case.index.is_stored(variable) \
+                or not self._from_evidence(variable):
+            return False
+        index = self.case.index
+        # A line quoting another message word for word is that message (a window of raw messages), and
+        # common gold words carry the fact only said together (:meth:`.Information.together`).
+        lines = [line for line, quoted, text in zip(index.lines(variable), index.line_sources(variable),
+                                                    index.line_texts(variable), strict=True)
+                 if not quoted - {self.evidence} and undated.together(text)]
+        return undated.carried_by_lines(index.tokens(variable), lines)
 
     def _keeps_earlier_statement(self, variable: str) -> bool:
         """Whether an earlier version of ``variable``'s unit, written from the evidence, carried the
