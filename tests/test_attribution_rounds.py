@@ -730,6 +730,29 @@ def test_a_merge_dated_by_the_newer_message_still_carries_the_fact_of_the_day_th
     assert (verdict.operation, verdict.error_type) == (system.ops["search"], ErrorType.RETRIEVAL)
 
 
+def test_a_later_search_that_passed_over_the_answer_beats_one_that_missed_a_turn_saying_none_of_it(
+        tracer_provider, span_exporter):
+    """The evidence id names John's turn beside Maria's, and it says none of the gold ("let me know if you
+    need any advice"); John's search passed over its unit. Maria's own turn said the answer ("I'm off to bake
+    some cakes"), stored as Maria's memory, and Maria's search, which ran after John's, passed over it too.
+    John's unit returned would not have given the reader the answer; Maria's would: her search failed."""
+    system = _Mem0(tracer_provider)
+    system.add("D25:18", "[22 July 2023] Maria: I'm off to bake some cakes, then maybe I'll try yoga!",
+               "Maria is off to bake some cakes after the conversation (22 July 2023).", store="maria")
+    system.add("D25:19", "[22 July 2023] John: Yeah, it's been great for me. Let me know if you need any "
+               "advice to get started.",
+               "John mentioned that let John know if you need any advice to get started (22 July 2023).",
+               store="john")
+    system.add("D26:5", "[31 July 2023] John: I went camping with my family.",
+               "John went camping with his family (31 July 2023).", store="john")
+    system.add("D26:6", "[31 July 2023] Maria: I adopted a puppy named Coco!",
+               "Maria adopted a puppy named Coco (31 July 2023).", store="maria")
+    system.ask("What food item did Maria drop off at the homeless shelter?", "Cakes", ["D25:19"], [],
+               stores={"john": ["D26:5"], "maria": ["D26:6"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["search maria"], ErrorType.RETRIEVAL)
+
+
 def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
         tracer_provider, span_exporter):
     """No unit says the abstractive gold in its words, but the council fact the extraction wrote was

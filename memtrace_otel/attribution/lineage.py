@@ -976,21 +976,33 @@ def _partly_answers(index: GraphIndex, statement: frozenset[str], gold: Informat
     return bool(total) and math.fsum(index.idf(t) for t in said if t not in asked) / total >= _BEYOND_SHARE
 
 
-def _earlier_miss(case: LineageCase, verdict: Verdict, units: list[str]) -> Verdict | None:
+def _earlier_miss(case: LineageCase, verdict: Verdict, units: list[str], *, later: bool = False
+                  ) -> Verdict | None:
     """The question's earliest search before ``verdict``'s whose store held one of ``units`` (alive, not
-    returned, stating the whole gold: :func:`.survival.stating_gold`); ``None`` when none did.
+    returned, stating the whole gold: :func:`.survival.stating_gold`); ``None`` when none did. With
+    ``later``, the searches after ``verdict``'s count too.
 
     A question searched several stores (one per user, as mem0 apps search each speaker), and the
     verdict blames one that passed over a unit carrying the fact. An earlier search of another store
     that passed over a unit saying the whole answer failed first: the earliest faulty operation is the
     root cause. Searches of the verdict's own store are left to the read-side walk (rounds of one search
     read the same memory).
+
+    ``later``: the verdict's carrier holds none of the gold, written from a message that said none of it
+    (an evidence id naming the other speaker's turn beside the answer: "Yeah, it's been great for me"
+    for "What food item did Maria drop off?"). That carrier is the message's sentence, which the presence
+    test follows when the gold is not in it; returned, it would not have given the reader the answer. The
+    search of the store holding a unit that states it ("Maria is off to bake some cakes") is the one
+    whose miss kept the answer from the reader, whenever it ran.
     """
     index = case.index
     retrievals = _question_searches(case)
+    own = set(_search_steps(index, [verdict.operation], retrievals)) if later else set()
     for search in retrievals:
-        if (index.order(search) >= index.order(verdict.operation)
-                or verdict.operation in _search_steps(index, [search], retrievals)):
+        if later and (search in own or verdict.operation in _search_steps(index, [search], retrievals)):
+            continue  # the verdict's own search (or a step of it)
+        if (not later and (index.order(search) >= index.order(verdict.operation)
+                           or verdict.operation in _search_steps(index, [search], retrievals))):
             break  # the verdict's own search (or a step of it) and what came after
         if verdict.carrier is not None and _same_store(index, search, verdict.carrier, retrievals):
             continue  # a search of the same store (an earlier round, another index of it) is not another's
@@ -1131,7 +1143,14 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         verdict = _removed_beside(case, carries, verdict, stated, asked) or verdict
         verdict = _passed_beside(case, carries, verdict, stated, asked) or verdict
     if verdict.error_type is ErrorType.RETRIEVAL and stated is not None and not structural:
-        verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked)) or verdict
+        # A carrier of a message that said none of the gold, by a speaker the question does not ask about (the
+        # other speaker's turn beside the answer), is its sentence's fact, not the answer: a search after it
+        # that passed over a unit stating the answer failed as much (_earlier_miss, ``later``).
+        carrier = verdict.carrier
+        unsaid = (not info.said and tokenize(index.speaker(evidence)).isdisjoint(asked)
+                  and (carrier is None or stated.gold.keys().isdisjoint(index.tokens(carrier))))
+        verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked),
+                                later=unsaid) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
     # "since this one went badly") are the asker's, not the answer said.
     verdict.gold_grounded = info.source == "gold" and not structural and not _is_question(info.text)
