@@ -171,6 +171,24 @@ def test_the_question_words_a_header_says_alone_do_not_identify_the_fact():
     assert camping.identified_by(tokenize("Melanie went camping (27 June 2023)."))
 
 
+PLANNED = ("[2:52 pm on 31 August, 2023] Tim: Thanks! Love experimenting with spices. By the way, have you "
+           "been to Universal Studios? Planning a trip there next month [September 2023].")
+
+
+def test_the_sentence_saying_a_date_gold_is_the_fact_not_one_only_its_header_dates():
+    """The header's day belongs to every sentence of the message: the question's words single out the
+    question Tim asks ("have you been to Universal Studios?"), but the sentence whose own words say the
+    gold ("next month [September 2023]") states the fact. Memory that holds the day's year and the
+    studio's name without the month does not carry it."""
+    info = critical_information("September, 2023", "What month did Tim plan on going to Universal Studios?",
+                                PLANNED)
+    assert info.text.startswith("Planning a trip") and "september" in info.gold
+    assert not info.carried_by(tokenize("Tim hasn't been to Universal Studios yet, but it's on his bucket "
+                                        "list (31 August 2023)."))
+    assert info.carried_by(tokenize("Tim is planning a trip to Universal Studios next month "
+                                    "(September 2023)."))
+
+
 # -- evidence without ids, located by content against paraphrased memories ---------------------------
 
 TURNS = {

@@ -476,6 +476,12 @@ def _critical_sentence(
     if len(pieces) <= 1:
         return evidence
     holding = [item for item in pieces if tokenize("".join(item)) & gold.keys()]
+    if any(tokenize(sentence) & gold.keys() for _, sentence in holding):
+        # A sentence that asks, and holds the gold only by its header's day, states no fact however many of
+        # the question's words it shares ("By the way, have you been to Universal Studios?"): the sentence
+        # saying the gold in its own words does ("Planning a trip there next month [September 2023]."). One
+        # that asks in the gold's words is the fact asked about ("Can we still talk about time management?").
+        holding = [item for item in holding if not asks(item[1]) or tokenize(item[1]) & gold.keys()]
 
     def score(item: tuple[str, str]) -> float:
         tokens = tokenize(item[1])
@@ -490,6 +496,15 @@ def _critical_sentence(
         return evidence
     header, sentence = best
     return header + sentence
+
+
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` asks rather than states (it ends with a question mark).
+
+    >>> asks("Why did you start painting years ago anyway?"), asks("I paint.")
+    (True, False)
+    """
+    return sentence.rstrip().rstrip("\"')]").endswith("?")
 
 
 def _gold_information(gold: str | None, asked: frozenset[str]) -> Information:
