@@ -66,9 +66,13 @@ from memtrace_otel.suppress import suppress_instrumentation
 from memtrace_otel.writeback.explain import alternatives_text, plain_explanation, span_name_of
 
 __all__ = [
+    "Annotation",
     "annotate",
     "annotation_attributes",
+    "annotations_of",
     "root_cause_context",
+    "verdict_annotations",
+    "write",
     "write_annotations",
     "write_attribution_span",
     "write_root_cause_span",
@@ -242,35 +246,80 @@ class _Extras:
     at: tuple[int, int] | None = None
 
 
-def _extras(attribution: Attribution, include_explanation: bool,
-            at: tuple[int, int] | None = None) -> _Extras:
+def _extras(attribution: Attribution, include_explanation: bool) -> _Extras:
     reasoning = _bounded(attribution.explanation) if include_explanation and attribution.explanation else None
-    return _Extras(evidence_event(attribution), reasoning, at)
+    return _Extras(evidence_event(attribution), reasoning)
 
 
-def _write(tracer: Tracer, role: AnnotationSpan, parent: SpanContext, link: SpanContext | None,
-           attributes: dict[str, Any], extras: _Extras = _Extras()) -> Span:
-    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
-    links = [Link(link)] if link is not None else None
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """One write-back span as plain data: what :func:`write` gives a tracer, and what ``memtrace
+    serve`` encodes as OTLP itself (``collector/otlp_encode.py``) without making an SDK span.
+
+    ``events`` are ``(name, attributes)`` at the span's start; ``status`` is the ``ERROR`` status's
+    description (``None``: unset); ``at`` is the span's start and end (ns; ``None``: now).
+    """
+
+    role: AnnotationSpan
+    parent: SpanContext
+    link: SpanContext | None
+    attributes: dict[str, Any]
+    events: tuple[tuple[str, dict[str, Any]], ...]
+    status: str | None = None
+    at: tuple[int, int] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.role.value
+
+
+def _annotation(role: AnnotationSpan, parent: SpanContext, link: SpanContext | None,
+                attributes: dict[str, Any], extras: _Extras = _Extras()) -> Annotation:
     status = None
     if _A.ERROR_TYPE in attributes:
-        status = Status(StatusCode.ERROR, _bounded(
-            f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}"))
+        status = _bounded(f"{attributes[_A.ERROR_TYPE]} in {attributes.get(_A.ROOT_CAUSE_OPERATION_NAME)}")
+    events = [(GenAIEvent.EVALUATION_RESULT, _result_event(attributes, extras.reasoning))]
+    if extras.evidence is not None:
+        events.append((EVIDENCE_EVENT, extras.evidence))
+    return Annotation(role, parent, link, attributes, tuple(events), status, extras.at)
+
+
+def write(tracer: Tracer, annotation: Annotation) -> Span:
+    """Write ``annotation`` through ``tracer`` (instrumentation suppressed); the ended span."""
+    context = trace.set_span_in_context(trace.NonRecordingSpan(annotation.parent))
+    links = [Link(annotation.link)] if annotation.link is not None else None
+    at = annotation.at[0] if annotation.at else None
     with suppress_instrumentation():
-        span = tracer.start_span(role.value, context=context, kind=SpanKind.INTERNAL,
-                                 attributes=attributes, links=links,
-                                 start_time=extras.at[0] if extras.at else None)
+        span = tracer.start_span(annotation.name, context=context, kind=SpanKind.INTERNAL,
+                                 attributes=annotation.attributes, links=links, start_time=at)
         try:
-            if status is not None:
-                span.set_status(status)
-            at = extras.at[0] if extras.at else None
-            span.add_event(GenAIEvent.EVALUATION_RESULT, _result_event(attributes, extras.reasoning),
-                           timestamp=at)
-            if extras.evidence is not None:
-                span.add_event(EVIDENCE_EVENT, extras.evidence, timestamp=at)
+            if annotation.status is not None:
+                span.set_status(Status(StatusCode.ERROR, annotation.status))
+            for name, attributes in annotation.events:
+                span.add_event(name, attributes, timestamp=at)
         finally:
-            span.end(end_time=extras.at[1] if extras.at else None)
+            span.end(end_time=annotation.at[1] if annotation.at else None)
     return span
+
+
+def _attribution_annotation(
+    attribution: Attribution, evaluation: SpanContext, root_cause: SpanContext | None,
+    attributes: dict[str, Any], extras: _Extras, graph: nx.DiGraph | None,
+) -> Annotation:
+    link = (root_cause or _blamed_context(attribution, graph)) if attribution.operation else None
+    at = _end_of(graph, attribution.case.evaluation)
+    return _annotation(AnnotationSpan.ATTRIBUTION, evaluation, link, attributes, replace(extras, at=at))
+
+
+def _root_cause_annotation(
+    attribution: Attribution, evaluation: SpanContext, root_cause: SpanContext | None,
+    attributes: dict[str, Any], extras: _Extras, graph: nx.DiGraph | None,
+) -> Annotation | None:
+    parent = root_cause or _blamed_context(attribution, graph)
+    if parent is None or attribution.operation is None:
+        return None
+    at = _end_of(graph, attribution.operation)
+    return _annotation(AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes, replace(extras, at=at))
 
 
 def write_attribution_span(
@@ -300,11 +349,10 @@ def write_attribution_span(
     Span
         The ended span.
     """
-    link = (root_cause or _blamed_context(attribution, graph)) if attribution.operation else None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
                                        include_explanation=include_explanation, marks=marks, graph=graph)
-    extras = _extras(attribution, include_explanation, _end_of(graph, attribution.case.evaluation))
-    return _write(tracer, AnnotationSpan.ATTRIBUTION, evaluation, link, attributes, extras)
+    return write(tracer, _attribution_annotation(attribution, evaluation, root_cause, attributes,
+                                                 _extras(attribution, include_explanation), graph))
 
 
 def write_root_cause_span(
@@ -317,13 +365,11 @@ def write_root_cause_span(
     Returns the ended span, or ``None`` for an unattributed verdict (there is no root cause).
     ``graph`` as for :func:`write_attribution_span` (the span placed at the blamed span's end).
     """
-    parent = root_cause or _blamed_context(attribution, graph)
-    if parent is None or attribution.operation is None:
-        return None
     attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ROOT_CAUSE,
                                        include_explanation=include_explanation, marks=marks, graph=graph)
-    extras = _extras(attribution, include_explanation, _end_of(graph, attribution.operation))
-    return _write(tracer, AnnotationSpan.ROOT_CAUSE, parent, evaluation, attributes, extras)
+    annotation = _root_cause_annotation(attribution, evaluation, root_cause, attributes,
+                                        _extras(attribution, include_explanation), graph)
+    return write(tracer, annotation) if annotation is not None else None
 
 
 def _end_of(graph: nx.DiGraph | None, node: str | None) -> tuple[int, int] | None:
@@ -335,6 +381,24 @@ def _end_of(graph: nx.DiGraph | None, node: str | None) -> tuple[int, int] | Non
     if not isinstance(end, int) or end <= 0:
         return None
     return (max(start, end - 1) if isinstance(start, int) else end - 1), end
+
+
+def verdict_annotations(
+    attribution: Attribution, evaluation: SpanContext, root_cause: SpanContext | None = None, *,
+    include_explanation: bool = True, marks: Mapping[str, Any] | None = None, graph: nx.DiGraph | None = None,
+) -> list[Annotation]:
+    """Both write-back spans of one verdict as data (one when it is unattributed): what
+    :func:`write_annotations` writes."""
+    attributes = annotation_attributes(attribution, evaluation, AnnotationSpan.ATTRIBUTION,
+                                       include_explanation=include_explanation, marks=marks, graph=graph)
+    extras = _extras(attribution, include_explanation)
+    made = [_attribution_annotation(attribution, evaluation, root_cause, attributes, extras, graph)]
+    # The same fields but the role: made once, the explanation being most of their cost.
+    role = {**attributes, _A.ANNOTATION: AnnotationSpan.ROOT_CAUSE.value}
+    other = _root_cause_annotation(attribution, evaluation, root_cause, role, extras, graph)
+    if other is not None:
+        made.append(other)
+    return made
 
 
 def write_annotations(
@@ -358,13 +422,29 @@ def write_annotations(
     [('memtrace.attribution', '12', 'DeletionError in delete'),
      ('memtrace.root_cause', 'cdcdcdcdcdcdcdcd', 'DeletionError in delete')]
     """
-    spans = [write_attribution_span(tracer, attribution, evaluation, root_cause,
-                                    include_explanation=include_explanation, marks=marks, graph=graph)]
-    other = write_root_cause_span(tracer, attribution, evaluation, root_cause,
-                                  include_explanation=include_explanation, marks=marks, graph=graph)
-    if other is not None:
-        spans.append(other)
-    return spans
+    made = verdict_annotations(attribution, evaluation, root_cause, include_explanation=include_explanation,
+                               marks=marks, graph=graph)
+    return [write(tracer, annotation) for annotation in made]
+
+
+def annotations_of(
+    G: nx.DiGraph, attributions: Iterable[Attribution], *, include_explanation: bool = True,
+    span_contexts: Mapping[tuple[str, str], SpanContext] | None = None,
+    marks: Mapping[str, Any] | None = None,
+) -> list[Annotation]:
+    """What :func:`annotate` writes, as data (``memtrace serve`` encodes it itself); the same arguments."""
+    contexts = span_contexts or {}
+    made: list[Annotation] = []
+    for attribution in attributions:
+        data = G.nodes[attribution.case.evaluation]
+        trace_id, span_id = data["trace_id"], data["span_id"]
+        evaluation = contexts.get((trace_id, span_id)) or SpanContext(
+            int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        blamed = _stage_host(G, attribution) or attribution.span_id or ""
+        root = contexts.get((attribution.trace_id or "", blamed))
+        made.extend(verdict_annotations(attribution, evaluation, root,
+                                        include_explanation=include_explanation, marks=marks, graph=G))
+    return made
 
 
 def annotate(
@@ -374,22 +454,13 @@ def annotate(
 ) -> list[Span]:
     """Write every verdict back (:func:`write_annotations`), finding the spans they hang under.
 
-    The library's write-back call, shared by ``memtrace serve`` and the in-process processor.
+    The library's write-back call, shared by ``memtrace annotate`` and the in-process processor
+    (``memtrace serve`` encodes the same :func:`annotations_of` itself).
     ``span_contexts`` maps ``(trace id, span id)`` to the live span contexts a process holds (the
     processor's own spans); an evaluation not in it is addressed by the graph's ids, as a remote
     span (``serve``), and a root cause not in it as :func:`root_cause_context` says.
     ``include_explanation=False`` leaves out the engine's words (they may quote contents);
     ``marks`` are extra attributes for every span (``memtrace serve``'s provisional / supersedes).
     """
-    contexts = span_contexts or {}
-    spans: list[Span] = []
-    for attribution in attributions:
-        data = G.nodes[attribution.case.evaluation]
-        trace_id, span_id = data["trace_id"], data["span_id"]
-        evaluation = contexts.get((trace_id, span_id)) or SpanContext(
-            int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        blamed = _stage_host(G, attribution) or attribution.span_id or ""
-        root = contexts.get((attribution.trace_id or "", blamed))
-        spans.extend(write_annotations(tracer, attribution, evaluation, root,
-                                       include_explanation=include_explanation, marks=marks, graph=G))
-    return spans
+    return [write(tracer, annotation) for annotation in annotations_of(
+        G, attributions, include_explanation=include_explanation, span_contexts=span_contexts, marks=marks)]
