@@ -9,7 +9,8 @@ Data flow, one box per module::
         -> attribution workers (a pool of bounded BatchWorkers): the trace read back from the store,
            attribution/runner.analyze (the library pipeline: the trace + the linked traces it lacks
            + the traces that used the same memory stores, fetched through the backend within the
-           failure's budget: budget) -> annotation spans (writeback/annotations.annotate), encoded
+           failure's budget: budget) -> annotation spans (writeback/annotations.annotations_of),
+           encoded as OTLP (otlp_encode)
         -> one transaction: annotations into the store's outbox, the trace out of it (or kept to be
            judged again when the backend failed meanwhile: redo)
         -> DurableOutbox (export: OTLP to the backend; retryable answers retried, permanent dropped)
@@ -43,13 +44,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import networkx as nx
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.trace import Tracer
 
 from memtrace_otel.attribution import create_engine
 from memtrace_otel.attribution.base import Attribution
@@ -58,28 +57,24 @@ from memtrace_otel.batch_worker import BatchWorker
 from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, trace_index
 from memtrace_otel.collector.budget import Budget, BudgetedBackend, RateLimiter, budgeted
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBUF, DurableStore, Redo, now
-from memtrace_otel.collector.export import (
-    DurableOutbox,
-    Sender,
-    SpanExporterSender,
-    encode_spans,
-    under_annotated_resources,
-)
+from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender
 from memtrace_otel.collector.memory import Admission
+from memtrace_otel.collector.otlp_encode import AnnotationEncoder
 from memtrace_otel.graph.build import ContentLookup
-from memtrace_otel.semconv import MemTrace, MemTraceAttribution
+from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import Gathered
 from memtrace_otel.spans.linked import LinkedFetch
 from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.spans.store_scope import DEFAULT_LOOKBACK_SECONDS
 from memtrace_otel.version import __version__
+from memtrace_otel.writeback.annotations import Annotation
 from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["AttributionService", "ServiceStats"]
 
 _logger = logging.getLogger(__name__)
-Annotate = Callable[[Tracer, nx.DiGraph, Attribution, bool, dict[str, Any]], Sequence[ReadableSpan]]
+Annotate = Callable[[nx.DiGraph, Attribution, bool, dict[str, Any]], Sequence[Annotation]]
 _REDO_FIRST_SECONDS = 3.0
 _REDO_MAX_SECONDS = 120.0
 _REDO_ROUNDS = 6
@@ -222,10 +217,11 @@ class AttributionService:
         queues hold them until attribution catches up, so the backlog, and the delay from a
         failure to its verdict, stay bounded and nothing reaches ``max_jobs``.
     annotate:
-        Writes one verdict as spans and returns them (default:
-        :mod:`memtrace_otel.writeback.annotations`); its fourth argument says whether the engine's
-        explanation may be written (``False`` when it may quote contents read from the content
-        store, which the backend must not get), its fifth the marks to add (provisional, supersedes).
+        Makes one verdict's annotation spans, as data (default:
+        :func:`memtrace_otel.writeback.annotations.annotations_of`); its third argument says whether
+        the engine's explanation may be written (``False`` when it may quote contents read from the
+        content store, which the backend must not get), its fourth the marks to add (provisional,
+        supersedes).
     content_by_hash:
         Reads the texts spans left in a content store by hash
         (:class:`~memtrace_otel.content.ContentResolver`'s ``get``, ``--content-store``).
@@ -275,11 +271,11 @@ class AttributionService:
         self._read_back = _ReadBack(self.store, admission)
         sender = exporter if isinstance(exporter, Sender) else SpanExporterSender(exporter)
         self.outbox = DurableOutbox(self.store, sender)
-        # No span processor: the annotation spans are returned by annotate, encoded, and stored.
-        # Its resource is the fallback only: each annotation is given the resource of the span it
-        # hangs under (under_annotated_resources), so it is found under the application's service.
-        self._provider = TracerProvider(resource=Resource.create({"service.name": "memtrace"}))
-        self._tracer = self._provider.get_tracer("memtrace_otel.writeback", __version__)
+        # No tracer: the annotation spans are made as data, encoded, and stored. This resource (the
+        # one an SDK tracer provider of serve's would have) is the fallback only: each annotation is
+        # given the resource of the span it hangs under, so it is found under the application's service.
+        self._encoder = AnnotationEncoder(Resource.create({"service.name": "memtrace"}), WRITEBACK_SCOPE,
+                                          __version__)
         self._annotate = annotate or _default_annotate()
         self.budget = budget or Budget()
         self.limiter = RateLimiter(self.budget.rate)
@@ -332,7 +328,6 @@ class AttributionService:
         flushed = self.outbox.shutdown(int(min(max(0.0, deadline - time.monotonic()), _OUTBOX_DRAIN_SECONDS)
                                            * 1000))
         self.outbox.held_at_stop = self.outbox.held
-        self._provider.shutdown()
         self.store.close()
         return drained and flushed
 
@@ -484,17 +479,18 @@ class AttributionService:
         # which may quote them, must not go back there (the annotation says names, ids, error type).
         quotable = self._content_by_hash is None or not any(
             MemTrace.CONTENT_REF in span.attributes for span in found.spans.spans)
-        written: list[ReadableSpan] = []
+        written: list[Annotation] = []
         for attribution in found.attributions:
-            written.extend(self._annotate(self._tracer, found.graph, attribution, quotable, marks))
+            written.extend(self._annotate(found.graph, attribution, quotable, marks))
         # Each annotation under its application's service (issue 25): the resource of the span it
         # hangs under, so a search of that service by memtrace.error_type finds it.
-        written = under_annotated_resources(written, _resources(found.spans.spans, written))
-        batches = [(len(written), encode_spans(written))] if written else []
+        body, span_ids = self._encoder.encode(written, _resources(found.spans.spans, written))
+        batches = [(len(written), body)] if written else []
         redo = None
         if failed_backend:
-            superseded = ",".join(f"{span.context.span_id:016x}" for span in written
-                                  if span.name == "memtrace.attribution")
+            attribution_spans = [span_id for annotation, span_id in zip(written, span_ids, strict=True)
+                                 if annotation.role is AnnotationSpan.ATTRIBUTION]
+            superseded = ",".join(f"{span_id:016x}" for span_id in attribution_spans)
             redo = Redo(trace.trace_id, now() + self.redo_seconds, 0, superseded)
             self.stats.add(provisional=len(found.attributions))
             _logger.warning("trace %s judged while the trace backend failed: verdict provisional, judged "
@@ -546,12 +542,12 @@ class AttributionService:
             _logger.warning("linked trace fetch: %s", problem)
 
 
-def _resources(spans: Sequence[SpanRecord], annotations: Sequence[ReadableSpan],
+def _resources(spans: Sequence[SpanRecord], annotations: Sequence[Annotation],
                ) -> dict[tuple[str, str], dict[str, Any]]:
     """(trace id, span id) -> the resource attributes the span was recorded with, for the spans the
     ``annotations`` hang under (``service.name`` from the record when the resource lacks it: Jaeger's
     reader keeps it apart)."""
-    wanted = {(f"{a.parent.trace_id:032x}", f"{a.parent.span_id:016x}") for a in annotations if a.parent}
+    wanted = {(f"{a.parent.trace_id:032x}", f"{a.parent.span_id:016x}") for a in annotations}
     resources: dict[tuple[str, str], dict[str, Any]] = {}
     for span in spans:
         if (span.trace_id, span.span_id) not in wanted:
@@ -596,12 +592,10 @@ class _JobStep:
 
 
 def _default_annotate() -> Annotate:
-    from memtrace_otel.writeback.annotations import annotate as write_back
+    from memtrace_otel.writeback.annotations import annotations_of
 
-    def annotate(tracer: Tracer, G: nx.DiGraph, attribution: Attribution, quotable: bool,
-                 marks: dict[str, Any]) -> Sequence[ReadableSpan]:
-        # The SDK's tracer makes SDK spans: ended, they are ReadableSpans (what the encoder takes).
-        return cast("list[ReadableSpan]", write_back(tracer, G, [attribution], include_explanation=quotable,
-                                                     marks=marks))
+    def annotate(G: nx.DiGraph, attribution: Attribution, quotable: bool,
+                 marks: dict[str, Any]) -> Sequence[Annotation]:
+        return annotations_of(G, [attribution], include_explanation=quotable, marks=marks)
 
     return annotate

@@ -1,6 +1,7 @@
 """Annotation spans out of ``memtrace serve``: encoded once, held on disk, sent as the Collector retries.
 
-Annotations are encoded as an OTLP ``ExportTraceServiceRequest`` when they are written and kept
+Annotations are encoded as an OTLP ``ExportTraceServiceRequest`` when they are made
+(:mod:`~memtrace_otel.collector.otlp_encode`) and kept
 in the write-ahead store's outbox (:mod:`~memtrace_otel.collector.durable`) until the backend
 answers. Senders post those bytes and say what the answer means, as the Collector's
 ``exporterhelper`` does:
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -39,8 +39,7 @@ from memtrace_otel.batch_worker import BatchWorker, RetryingExporter
 from memtrace_otel.collector.durable import DurableStore
 from memtrace_otel.collector.otlp_proto import attributes_of
 
-__all__ = ["Answer", "DurableOutbox", "Sender", "SpanExporterSender", "encode_spans", "otlp_sender",
-           "under_annotated_resources"]
+__all__ = ["Answer", "DurableOutbox", "Sender", "SpanExporterSender", "otlp_sender"]
 
 _logger = logging.getLogger(__name__)
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -63,53 +62,6 @@ class Sender:
 
     def shutdown(self) -> None:
         pass
-
-
-def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
-    """The OTLP protobuf request the SDK's exporters would send for ``spans``."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as encode
-
-    return encode(spans).SerializeToString()  # type: ignore[no-any-return]
-
-
-def under_annotated_resources(
-    spans: Sequence[ReadableSpan], resources: Mapping[tuple[str, str], Mapping[str, Any]],
-) -> list[ReadableSpan]:
-    """``spans`` (annotations), each carrying the resource of the span it hangs under.
-
-    ``resources`` maps ``(trace id, span id)`` to the resource attributes that span was recorded
-    with. An annotation whose parent is not in it keeps its own resource. The encoder makes one
-    ``ResourceSpans`` group per distinct resource (:func:`encode_spans`), so one request carries
-    the annotations of several services, each searchable under its application's service name;
-    the scope (``memtrace_otel.writeback``) still says they came from memtrace.
-
-    >>> from opentelemetry.sdk.trace import TracerProvider
-    >>> from opentelemetry.trace import NonRecordingSpan, set_span_in_context
-    >>> parent = SpanContext(1, 2, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    >>> span = TracerProvider().get_tracer("t").start_span("a", set_span_in_context(NonRecordingSpan(parent)))
-    >>> span.end()
-    >>> (moved,) = under_annotated_resources([span], {(f"{1:032x}", f"{2:016x}"): {"service.name": "app"}})
-    >>> moved.resource.attributes["service.name"], moved.name
-    ('app', 'a')
-    """
-    made: dict[tuple[tuple[str, str], ...], Resource] = {}
-    moved: list[ReadableSpan] = []
-    for span in spans:
-        parent = span.parent
-        attributes = resources.get((f"{parent.trace_id:032x}", f"{parent.span_id:016x}")) if parent else None
-        if not attributes:
-            moved.append(span)
-            continue
-        key = tuple(sorted((name, repr(value)) for name, value in attributes.items()))
-        resource = made.get(key)
-        if resource is None:
-            resource = made[key] = Resource(dict(attributes))
-        moved.append(ReadableSpan(
-            name=span.name, context=span.context, parent=parent, resource=resource,
-            attributes=span.attributes, events=span.events, links=span.links, kind=span.kind,
-            status=span.status, start_time=span.start_time, end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope))
-    return moved
 
 
 class OtlpHttpSender(Sender):

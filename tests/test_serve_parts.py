@@ -7,11 +7,12 @@ import threading
 import time
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 
 from memtrace_otel.collector.assembler import TraceAssembler, trace_index
 from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
-from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender, encode_spans
+from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
 from memtrace_otel.spans.model import SpanRecord
 
@@ -173,8 +174,8 @@ def test_outbox_holds_annotations_while_the_backend_is_down_and_loses_none(tmp_p
         span.end()
         spans.append(span)
     for start in range(0, 25, 10):
-        outbox.add(store.finish(f"{start + 1:032x}", [(len(spans[start:start + 10]),
-                                                       encode_spans(spans[start:start + 10]))]))
+        batch = spans[start:start + 10]
+        outbox.add(store.finish(f"{start + 1:032x}", [(len(batch), encode_spans(batch).SerializeToString())]))
     assert not outbox.force_flush(300)  # still down: nothing exported, nothing dropped
     deadline = time.monotonic() + 30
     while outbox.failed_attempts < 2 and time.monotonic() < deadline:
