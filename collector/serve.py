@@ -9,28 +9,28 @@ tested without sockets.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from memtrace_otel.collector.assembler import TraceAssembler
 from memtrace_otel.collector.attribution_service import AttributionService
 from memtrace_otel.collector.budget import Budget
 from memtrace_otel.collector.durable import DurableStore
-from memtrace_otel.collector.export import Sender, SpanExporterSender, otlp_sender
+from memtrace_otel.collector.export import Answer, Sender, otlp_sender
 from memtrace_otel.collector.memory import Admission, MemoryGuard, bound_allocator
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.config import env_millis
 from memtrace_otel.content.resolve import ContentResolver
 from memtrace_otel.graph.build import ContentLookup
+from memtrace_otel.semconv import MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import open_backend
 from memtrace_otel.writeback.metrics import AttributionMetrics
 
-__all__ = ["MemtraceServer", "ServeConfig", "VerdictLogExporter", "build_server", "otlp_exporter"]
+__all__ = ["MemtraceServer", "ServeConfig", "VerdictLogSender", "build_server", "otlp_exporter"]
 
 _logger = logging.getLogger(__name__)
 _MIB = 1 << 20
@@ -45,24 +45,36 @@ def otlp_exporter(endpoint: str | None, protocol: str) -> Sender:
     if endpoint is None:
         _logger.warning("no --backend-otlp endpoint: verdicts are printed on stderr, not written back to a "
                         "trace backend")
-        return SpanExporterSender(VerdictLogExporter())
+        return VerdictLogSender()
     return otlp_sender(endpoint, protocol)
 
 
-class VerdictLogExporter(SpanExporter):
-    """Writes one line per verdict to the log instead of a backend (``serve`` without ``--backend-otlp``)."""
+class VerdictLogSender(Sender):
+    """Writes one line per verdict to the log instead of a backend (``serve`` without ``--backend-otlp``).
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        for span in spans:
-            attributes = span.attributes or {}
-            error_type = attributes.get("memtrace.error_type")
-            if error_type is not None and span.parent is not None:
-                _logger.warning("trace %032x: %s at %s", span.context.trace_id, error_type,
-                                attributes.get("memtrace.root_cause.operation.name", "?"))
-        return SpanExportResult.SUCCESS
+    It reads the two fields it prints from the encoded request: rebuilding every annotation as an
+    SDK span to print a line cost as much as the rest of the write-back.
+    """
 
-    def shutdown(self) -> None:
-        pass
+    name = "the log"
+
+    def send(self, body: bytes) -> tuple[Answer, str]:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)  # encoded by this process (collector/otlp_encode.py)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    if not span.parent_span_id:
+                        continue
+                    fields = {kv.key: kv.value.string_value for kv in span.attributes if kv.key in _PRINTED}
+                    if MemTraceAttribution.ERROR_TYPE in fields:
+                        _logger.warning("trace %s: %s at %s", span.trace_id.hex(),
+                                        fields[MemTraceAttribution.ERROR_TYPE],
+                                        fields.get(MemTraceAttribution.ROOT_CAUSE_OPERATION_NAME, "?"))
+        return Answer.ACCEPTED, ""
+
+
+_PRINTED = frozenset({MemTraceAttribution.ERROR_TYPE, MemTraceAttribution.ROOT_CAUSE_OPERATION_NAME})
 
 
 def _backend(config: ServeConfig) -> TraceBackend | None:

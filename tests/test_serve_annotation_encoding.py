@@ -3,6 +3,7 @@ tracer, the span moved under its parent's resource, the SDK's OTLP encoder) make
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from memtrace_otel.attribution import Attribution, FailureCase
+from memtrace_otel.collector.export import Answer
 from memtrace_otel.collector.otlp_encode import AnnotationEncoder
+from memtrace_otel.collector.serve import VerdictLogSender
 from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, ErrorType, MemTraceAttribution
 from memtrace_otel.version import __version__
 from memtrace_otel.writeback.annotations import Annotation, annotations_of, write
@@ -139,3 +142,15 @@ def test_a_span_without_a_graph_is_stamped_now_as_the_sdk_stamps_it() -> None:
         message.start_time_unix_nano = message.end_time_unix_nano = message.events[0].time_unix_nano = 0
     assert got == want
     assert [kv.key for kv in span.attributes] == ["k", "n", "none"]  # None: an empty value, as the SDK has it
+
+
+def test_without_a_backend_each_verdict_span_is_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    annotations = annotations_of(_graph(), _verdicts())
+    body, _ = AnnotationEncoder(_RESOURCE, WRITEBACK_SCOPE, __version__).encode(annotations, {})
+    with caplog.at_level(logging.WARNING, logger="memtrace_otel.collector.serve"):
+        assert VerdictLogSender().send(body) == (Answer.ACCEPTED, "")
+    # the unattributed verdict names no error type: no line
+    assert caplog.messages == [f"trace {_EVAL_TRACE}: UpdateError at agent.store",
+                               f"trace {_ROOT_TRACE}: UpdateError at agent.store",
+                               f"trace {_EVAL_TRACE}: ExtractionError at extract",
+                               f"trace {_ROOT_TRACE}: ExtractionError at extract"]
