@@ -60,6 +60,7 @@ from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBU
 from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender
 from memtrace_otel.collector.memory import Admission
 from memtrace_otel.collector.otlp_encode import AnnotationEncoder
+from memtrace_otel.collector.otlp_proto import STORED
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
@@ -128,11 +129,11 @@ def _decode_stored(kind: int, body: bytes, trace_ids: Sequence[str]) -> dict[str
 
         from memtrace_otel.spans.otlp_json import records_from_traces_data
 
-        records = list(records_from_traces_data(orjson.loads(body), "stored request", []))
+        records = list(records_from_traces_data(orjson.loads(body), STORED, []))
     else:
         from memtrace_otel.collector.otlp_proto import decode_request, records_from_request
 
-        records = records_from_request(decode_request(body), "stored request", [], trace_ids=set(trace_ids))
+        records = records_from_request(decode_request(body), STORED, [], trace_ids=set(trace_ids))
     for span in records:
         if span.trace_id in found:
             found[span.trace_id].append(span)
@@ -144,26 +145,39 @@ class _ReadBack:
 
     A stored request holds many traces, often several failed ones: it is decoded once, for every
     failed trace in it, and their spans kept (few: failures are rare) until their jobs take them,
-    so a large request is not parsed again per failure. Reading one back takes its size from the
-    receivers' admission (waiting for it), so decoding on the workers is bounded with theirs.
+    so a large request is not parsed again per failure. The receivers hand over the spans of a
+    request's failed traces they decoded while indexing it (:meth:`keep`): those are not read
+    back at all. Reading one back takes its size from the receivers' admission (waiting for it),
+    so decoding on the workers is bounded with theirs. What is kept is bounded by its spans.
     """
 
-    _MAX_KEPT = 20_000
+    _MAX_KEPT_SPANS = 20_000
 
     def __init__(self, store: DurableStore, admission: Admission | None) -> None:
         self._store = store
         self._admission = admission
-        self._kept: dict[tuple[int, str], list[SpanRecord]] = {}
+        self._kept: dict[str, dict[int, list[SpanRecord]]] = {}  # trace id -> request id -> spans
+        self._kept_spans = 0
         self._lock = threading.Lock()
 
+    def keep(self, request_id: int, found: dict[str, list[SpanRecord]]) -> None:
+        """The spans of failed traces in stored request ``request_id``, until their jobs take them."""
+        with self._lock:
+            for trace_id, spans in found.items():
+                if self._kept_spans + len(spans) > self._MAX_KEPT_SPANS:
+                    return  # read back from the store instead
+                self._kept.setdefault(trace_id, {})[request_id] = spans
+                self._kept_spans += len(spans)
+
     def spans_of(self, trace_id: str) -> list[SpanRecord]:
+        with self._lock:
+            # All of the trace's, also of requests the store has dropped since (not read below).
+            kept = self._kept.pop(trace_id, {})
+            self._kept_spans -= sum(len(spans) for spans in kept.values())
         spans: list[SpanRecord] = []
         for request_id in self._store.request_ids_of(trace_id):
-            with self._lock:
-                kept = self._kept.pop((request_id, trace_id), None)
-            if kept is None:
-                kept = self._decode(request_id, trace_id)
-            spans.extend(kept)
+            found = kept.get(request_id)
+            spans.extend(found if found is not None else self._decode(request_id, trace_id))
         return spans
 
     def _decode(self, request_id: int, trace_id: str) -> list[SpanRecord]:
@@ -181,17 +195,14 @@ class _ReadBack:
             if self._admission is not None:
                 self._admission.give(size)
         mine = found.pop(trace_id, [])
-        with self._lock:
-            for other, spans in found.items():
-                if len(self._kept) < self._MAX_KEPT:
-                    self._kept[(request_id, other)] = spans
+        self.keep(request_id, found)
         return mine
 
     def forget(self, trace_id: str) -> None:
         """Drop what is kept for ``trace_id`` (its job is done or dropped)."""
         with self._lock:
-            for key in [key for key in self._kept if key[1] == trace_id]:
-                del self._kept[key]
+            kept = self._kept.pop(trace_id, {})
+            self._kept_spans -= sum(len(spans) for spans in kept.values())
 
 
 class AttributionService:
@@ -349,10 +360,18 @@ class AttributionService:
             return self._store(index, lambda: self.store.append_records(spans, index))
         return self.ingest_request(index, body, kind)
 
-    def ingest_request(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+    def ingest_request(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
+                       failed: dict[str, list[SpanRecord]] | None = None) -> bool:
         """:meth:`ingest` for a request given as received, with its :func:`trace_index` (the receivers
-        make it without decoding the spans: ``otlp_proto.index_request``)."""
-        return self._store(index, lambda: self.store.append(kind, body, index))
+        make it without decoding the spans: ``otlp_proto.index_request``) and, optionally, the spans
+        of its failed traces they decoded meanwhile (``otlp_proto.index_and_failed``), kept for
+        their attribution instead of reading the request back."""
+        def append() -> None:
+            request_id = self.store.append(kind, body, index)
+            if failed:  # before the index has the request: no job can read it back first
+                self._read_back.keep(request_id, failed)
+
+        return self._store(index, append)
 
     def _store(self, index: dict[str, tuple[int, bool]], append: Callable[[], None]) -> bool:
         spans = sum(count for count, _ in index.values())

@@ -206,8 +206,8 @@ class DurableStore:
         return [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
 
     # -- requests ----------------------------------------------------------------------------------
-    def append(self, kind: int, body: bytes, traces: dict[str, tuple[int, bool]]) -> None:
-        """Commit one request and the traces it holds (``trace id -> (spans, any failed)``).
+    def append(self, kind: int, body: bytes, traces: dict[str, tuple[int, bool]]) -> int:
+        """Commit one request and the traces it holds (``trace id -> (spans, any failed)``); its row id.
 
         Returns once committed: only then may the sender be told it was accepted.
         """
@@ -223,6 +223,7 @@ class DurableStore:
             self._held[request_id] = [len(traces), len(body)]
             for trace_id in traces:
                 self._add(trace_id, request_id)
+        return request_id
 
     def append_records(self, spans: Sequence[SpanRecord], traces: dict[str, tuple[int, bool]]) -> None:
         """:meth:`append` for spans handed over in-process (pickled: read back by this code only)."""

@@ -19,7 +19,11 @@ from memtrace_otel.semconv import GenAIEvent, MemTrace
 from memtrace_otel.signals import default_failure_rule
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["attributes_of", "decode_request", "index_request", "records_from_request", "span_count"]
+__all__ = ["STORED", "attributes_of", "decode_request", "index_and_failed", "index_body", "index_request",
+           "records_from_request", "span_count"]
+
+STORED = "stored request"
+"""Where the records of a stored request say they came from (``SpanRecord.source``)."""
 
 
 
@@ -317,3 +321,22 @@ def index_body(body: bytes, where: str, problems: list[Problem]) -> tuple[dict[s
     """
     request = decode_request(body)
     return index_request(request, where, problems, body), span_count(request)
+
+
+def index_and_failed(body: bytes, where: str, problems: list[Problem],
+                     ) -> tuple[dict[str, tuple[int, bool]], int, dict[str, list[SpanRecord]]]:
+    """:func:`index_body`, and the spans of the request's failed traces decoded from the same parse.
+
+    ``serve`` attributes those traces: records made now, while the message is parsed for the index,
+    spare parsing the request again when it is read back from the store (the records are the ones
+    a read-back makes: :data:`STORED` is their source; a malformed span is left out of them as
+    there, its problem reported once, by the index).
+    """
+    request = decode_request(body)
+    index = index_request(request, where, problems, body)
+    failed: dict[str, list[SpanRecord]] = {}
+    wanted = {trace_id for trace_id, (_, has_failed) in index.items() if has_failed}
+    if wanted:
+        for span in records_from_request(request, STORED, [], trace_ids=wanted):
+            failed.setdefault(span.trace_id, []).append(span)
+    return index, span_count(request), failed

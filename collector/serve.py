@@ -28,6 +28,7 @@ from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import open_backend
+from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogSender", "build_server", "otlp_exporter"]
@@ -97,9 +98,10 @@ class MemtraceServer:
         self.admission = service.admission
         self.receivers: list[object] = []
 
-    def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+    def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
+               failed: dict[str, list[SpanRecord]] | None = None) -> bool:
         """A received request, stored as it came (the receivers' default call)."""
-        return self.service.ingest_request(index, body, kind)
+        return self.service.ingest_request(index, body, kind, failed)
 
     def start(self) -> None:
         from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver

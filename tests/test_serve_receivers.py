@@ -209,9 +209,12 @@ class BodySink:
 
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, tuple[int, bool]], bytes, int]] = []
+        self.failed: list[dict[str, list[SpanRecord]]] = []
 
-    def __call__(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int) -> bool:
+    def __call__(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
+                 failed: dict[str, list[SpanRecord]]) -> bool:
         self.requests.append((index, body, kind))
+        self.failed.append(failed)
         return True
 
 
@@ -236,3 +239,4 @@ def test_by_default_the_receivers_hand_over_the_request_to_store() -> None:
         ((index, stored, _kind),) = sink.requests
         assert stored == body
         assert index == {"01" * 16: (1, False)}
+        assert sink.failed == [{}]  # no failed trace: nothing decoded

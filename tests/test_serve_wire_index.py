@@ -9,20 +9,26 @@ tag bytes the index searches for, several resources and scopes, spans rejected f
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memtrace_otel.collector.assembler import trace_index
+from memtrace_otel.collector.assembler import TraceAssembler, trace_index
+from memtrace_otel.collector.attribution_service import AttributionService, _decode_stored
+from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
+from memtrace_otel.collector.export import SpanExporterSender
 from memtrace_otel.collector.otlp_proto import (
     _span_ranges,
     decode_request,
+    index_and_failed,
     index_body,
     index_request,
     records_from_request,
     span_count,
 )
-from memtrace_otel.spans.model import Problem
+from memtrace_otel.spans.model import Problem, SpanRecord
 
 
 def _id(rng: random.Random, size: int) -> bytes:
@@ -114,3 +120,53 @@ def test_a_wire_it_cannot_follow_falls_back_to_reading_every_span() -> None:
     body = request.SerializeToString() + b"\x7b\x7c"
     assert _span_ranges(body) is None
     assert index_body(body, "here", []) == ({"01" * 16: (1, True)}, 1)
+
+
+def test_the_failed_traces_decoded_with_the_index_are_the_spans_a_read_back_gives() -> None:
+    rng = random.Random(46)
+    failed_seen = 0
+    for _ in range(200):
+        body = _request(rng).SerializeToString()
+        index, offered, failed = index_and_failed(body, "here", [])
+        assert (index, offered) == index_body(body, "here", [])
+        wanted = sorted(trace_id for trace_id, (_, has_failed) in index.items() if has_failed)
+        assert sorted(failed) == wanted
+        assert failed == _decode_stored(KIND_PROTOBUF, body, wanted)
+        failed_seen += len(wanted)
+    assert failed_seen > 50
+
+
+def test_serve_attributes_from_the_spans_decoded_at_ingest_without_reading_the_request_back(tmp_path) -> None:
+    rng = random.Random(7)
+    bodies = [_request(rng).SerializeToString() for _ in range(40)]
+    service = AttributionService(SpanExporterSender(InMemorySpanExporter()),
+                                 assembler=TraceAssembler(settle_seconds=1000), store=DurableStore(tmp_path))
+    reads: list[int] = []
+    read, append = service.store.request, service.store.append
+
+    def counted_read(row: int) -> Any:
+        reads.append(row)
+        return read(row)
+
+    service.store.request = counted_read  # type: ignore[method-assign]
+    handed_over: set[int] = set()
+
+    def append_handed_over(*args: Any) -> int:
+        row = append(*args)
+        handed_over.add(row)
+        return row
+
+    expected: dict[str, list[SpanRecord]] = {}
+    for number, body in enumerate(bodies):
+        index, _, failed = index_and_failed(body, "here", [])
+        # half handed over with their failed traces' spans, half to be read back from the store
+        service.store.append = append_handed_over if number % 2 else append  # type: ignore[method-assign]
+        assert service.ingest_request(index, body, KIND_PROTOBUF, failed if number % 2 else None)
+        for trace_id, spans in _decode_stored(KIND_PROTOBUF, body, sorted(failed)).items():
+            expected.setdefault(trace_id, []).extend(spans)
+    assert len(expected) > 10
+    read_back = {trace_id: service._read_back.spans_of(trace_id) for trace_id in expected}
+    assert read_back == expected
+    # only the requests handed over without their failed traces' spans were read back
+    assert reads and handed_over and not handed_over & set(reads)
+    service.stop(5)
