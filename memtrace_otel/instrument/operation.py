@@ -14,10 +14,11 @@ allocates them atomically.
 
 One recording path: ``read`` and ``write`` do only what must happen when they are called (a read
 resolves its variable, a write takes its version from the registry and returns the new
-:class:`Variable`) and list the variable on the operation; :meth:`Operation._flush_lineage`, at the end,
-does the rest (links, the in-process contents of the outputs, descriptors, contents on the span, upload).
-``MemoryTracer.record`` (:meth:`Operation._once`) runs the same three steps for an operation whose
-reads and writes are given at once, without a ``with`` block.
+:class:`Variable`) and list the variable on the operation; :func:`_record_lineage` (through
+:meth:`Operation._flush_lineage`), at the end, does the rest (links, the in-process contents of the outputs,
+descriptors, contents on the span, upload). ``MemoryTracer.record`` (:func:`_record_once`) runs the same
+three steps for an operation whose reads and writes are given at once, without a ``with`` block and without
+an :class:`Operation` object.
 """
 
 from __future__ import annotations
@@ -535,43 +536,7 @@ class Operation:
         return span
 
     def _fail(self, exc: BaseException) -> None:
-        self.span.record_exception(exc)
-        self.span.set_status(Status(StatusCode.ERROR, str(exc)))
-        self.span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
-
-    def _once(self, reads: Sequence[Variable | str | tuple[Any, ...]], writes: Sequence[tuple[Any, ...]],
-              error: BaseException | None, start_time: int | None, end_time: int | None) -> list[Variable]:
-        """``MemoryTracer.record``: this operation, never entered, reads each of ``reads`` and writes each of
-        ``writes`` in order (and fails with ``error``), as ``read`` and ``write`` would, and ends.
-
-        The same steps as the ``with`` form: the span started (:meth:`_begin`), each read resolved
-        (:func:`_resolve`) and each write versioned by the registry, then :meth:`_flush_lineage`. The span
-        is not made current: nothing runs inside it. ``reads`` and ``writes`` were checked
-        (:func:`checked_items`).
-        """
-        owner = self._owner
-        span = self._begin(start_time)
-        try:
-            recording, context, inputs, outputs = self._recording, self._context, self.inputs, self.outputs
-            for item in reads:
-                if type(item) is tuple:  # (name, content[, kind]), as read(name, content=, kind=)
-                    item = _resolve(owner, item[0], item[1], item[2] if len(item) == 3 else _OTHER, recording)
-                elif type(item) is str:
-                    item = _resolve(owner, item, None, _OTHER, recording)
-                inputs.append(item)  # type: ignore[arg-type]  # a Variable: checked_items let nothing else by
-            next_version = owner.registry.next_version
-            for item in writes:  # (name, content[, kind]), as write(name, content, kind=)
-                kind = item[2] if len(item) == 3 else _OTHER
-                outputs.append(next_version(item[0], kind if type(kind) is VariableKind else _kind(kind),
-                                            item[1], context))
-            if recording:
-                if error is not None:
-                    self._fail(error)
-                self._flush_lineage()
-        finally:
-            self._finished = True
-            span.end(end_time)
-        return outputs
+        _fail(self.span, exc)
 
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:
@@ -582,85 +547,144 @@ class Operation:
         return text if len(text) <= limit else text[:limit]
 
     def _flush_lineage(self) -> None:
-        """The end of a recording operation, what its reads and writes left to do: a link to each producer,
-        the outputs' contents kept in process, the lineage attributes. The one place they are recorded, for
-        the ``with`` form, ``MemoryTracer.record`` and the mem0 stages alike."""
-        # One loop over each list, no comprehension (each costs a function frame in CPython 3.11,
-        # a quarter of a microsecond on one- and two-element lists), the links, contents and descriptors
-        # made in the same loops: this runs at the end of every traced operation.
-        owner = self._owner
-        attributes: dict[str, AttributeValue] = self._closing or {}
-        inputs, outputs = self.inputs, self.outputs
-        capture, uploader, limit = owner.capture_content, owner.uploader, owner.content_max_chars
-        # Described once each, in this order: external inputs (no producer) at every read, then outputs.
-        described: list[Variable] | None = [] if capture or uploader is not None else None
-        descriptors: list[str] = []
-        if inputs:
-            input_ids = []
-            linked, span, context = self._linked, self.span, self._context
-            for v in inputs:
-                input_ids.append(v.id)
-                producer = v.producer
-                if producer is None:
-                    descriptors.append(v.descriptor or _descriptor(v))
-                    if described is not None:
-                        described.append(v)
-                # One link per producer span, in the order of the reads (the first variable read from it
-                # names it). A SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags,
-                # trace_state, is_valid): its items read directly, without a property's frame each.
-                elif producer[5] and (linked is None or producer[1] not in linked):
-                    if linked is None:
-                        linked = self._linked = set()
-                    linked.add(producer[1])
-                    if context is None or context[0] == producer[0]:  # same trace: it may be the parent
-                        parent = getattr(span, "parent", None)
-                        if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
-                            # The parent relation already says it; and Jaeger keeps one reference per span,
-                            # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
-                            continue
-                    span.add_link(producer, {_LINK_VARIABLE: v.id})
-            attributes[_INPUTS] = input_ids
-        if outputs:
-            output_ids = []
-            contents, keep_all = owner.contents, not capture
-            for v in outputs:
-                output_ids.append(v.id)
-                # With content capture on, an output's content goes on the span whole unless it is longer
-                # than the limit; the in-process store (for spans exported without contents) keeps only
-                # what the span does not carry, by reference (name and version: no id string kept).
-                content = v.content
-                if content is not None and (keep_all or len(content) > limit):
-                    contents.put_version(v.name, v.version, content)
-                descriptor = v.descriptor
-                if descriptor is None:  # a version this operation wrote
-                    descriptor = _descriptor(v)
-                descriptors.append(descriptor)
+        """The end of a recording operation, what its reads and writes left to do (:func:`_record_lineage`):
+        for the ``with`` form and the mem0 stages (``MemoryTracer.record`` calls the function itself)."""
+        _record_lineage(self._owner, self.span, self._context, self.inputs, self.outputs, self._closing or {},
+                        self._linked, self._deleted, self._steps,
+                        self.gen_ai_operation in _STORING_OPERATIONS and not self._records_recorded)
+
+
+def _record_lineage(owner: _Owner, span: Span, context: SpanContext | None, inputs: list[Variable],
+                    outputs: list[Variable], attributes: dict[str, AttributeValue], linked: set[int] | None,
+                    deleted: bool, steps: list[str] | None, storing: bool) -> None:
+    """The end of a recording operation, what its reads and writes left to do: a link to each producer,
+    the outputs' contents kept in process, the lineage attributes (``attributes``: those known only at the
+    end, :attr:`Operation._closing`, set in the same call). The one place they are recorded, for the
+    ``with`` form, ``MemoryTracer.record`` and the mem0 stages alike. ``linked``: the producer span ids
+    linked already (a set the mem0 stages of one ``add`` share, added to), or ``None``; ``storing``: the
+    outputs' memory units are the records a GenAI memory write stored (``gen_ai.memory.records`` with
+    content capture) and ``record_memory`` did not record them."""
+    # One loop over each list, no comprehension (each costs a function frame in CPython 3.11,
+    # a quarter of a microsecond on one- and two-element lists), the links, contents and descriptors
+    # made in the same loops: this runs at the end of every traced operation.
+    capture, uploader, limit = owner.capture_content, owner.uploader, owner.content_max_chars
+    # Described once each, in this order: external inputs (no producer) at every read, then outputs.
+    described: list[Variable] | None = [] if capture or uploader is not None else None
+    descriptors: list[str] = []
+    if inputs:
+        input_ids = []
+        for v in inputs:
+            input_ids.append(v.id)
+            producer = v.producer
+            if producer is None:
+                descriptors.append(v.descriptor or _descriptor(v))
                 if described is not None:
                     described.append(v)
-            attributes[_OUTPUTS] = output_ids
-            if self._deleted:
-                attributes[_DELETED] = [v.id for v in outputs if v.deleted]
-        if descriptors:
-            attributes[_VARIABLES] = descriptors
+            # One link per producer span, in the order of the reads (the first variable read from it
+            # names it). A SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags,
+            # trace_state, is_valid): its items read directly, without a property's frame each.
+            elif producer[5] and (linked is None or producer[1] not in linked):
+                if linked is None:
+                    linked = set()
+                linked.add(producer[1])
+                if context is None or context[0] == producer[0]:  # same trace: it may be the parent
+                    parent = getattr(span, "parent", None)
+                    if parent is not None and parent[1] == producer[1] and parent[0] == producer[0]:
+                        # The parent relation already says it; and Jaeger keeps one reference per span,
+                        # so a link to the parent would replace the span's CHILD_OF with FOLLOWS_FROM.
+                        continue
+                span.add_link(producer, {_LINK_VARIABLE: v.id})
+        attributes[_INPUTS] = input_ids
+    if outputs:
+        output_ids = []
+        contents, keep_all = owner.contents, not capture
+        for v in outputs:
+            output_ids.append(v.id)
+            # With content capture on, an output's content goes on the span whole unless it is longer
+            # than the limit; the in-process store (for spans exported without contents) keeps only
+            # what the span does not carry, by reference (name and version: no id string kept).
+            content = v.content
+            if content is not None and (keep_all or len(content) > limit):
+                contents.put_version(v.name, v.version, content)
+            descriptor = v.descriptor
+            if descriptor is None:  # a version this operation wrote
+                descriptor = _descriptor(v)
+            descriptors.append(descriptor)
             if described is not None:
-                if capture:
-                    texts = []
-                    for v in described:
-                        content = v.content
-                        texts.append("" if content is None else content if len(content) <= limit
-                                     else content[:limit])
-                    attributes[_VARIABLE_CONTENTS] = texts
-                if uploader is not None:
-                    _upload(uploader, described)
-                    attributes[MemTrace.CONTENT_REF] = owner.content_ref
-        if self._steps:
-            attributes[MemTrace.STEP_NAMES] = self._steps
-        if capture and self.gen_ai_operation in _STORING_OPERATIONS and not self._records_recorded:
-            stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
-            if stored:
-                attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
-        if attributes:
-            self.span.set_attributes(attributes)
+                described.append(v)
+        attributes[_OUTPUTS] = output_ids
+        if deleted:
+            attributes[_DELETED] = [v.id for v in outputs if v.deleted]
+    if descriptors:
+        attributes[_VARIABLES] = descriptors
+        if described is not None:
+            if capture:
+                texts = []
+                for v in described:
+                    content = v.content
+                    texts.append("" if content is None else content if len(content) <= limit
+                                 else content[:limit])
+                attributes[_VARIABLE_CONTENTS] = texts
+            if uploader is not None:
+                _upload(uploader, described)
+                attributes[MemTrace.CONTENT_REF] = owner.content_ref
+    if steps:
+        attributes[MemTrace.STEP_NAMES] = steps
+    if capture and storing:
+        stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+        if stored:
+            attributes.update(stored_records_attributes(stored, capture=True, limit=limit))
+    if attributes:
+        span.set_attributes(attributes)
+
+
+def _record_once(owner: _Owner, span_name: str, kind: SpanKind, start: dict[str, Any],
+                 gen_ai_operation: GenAIOperation | str | None,
+                 reads: Sequence[Variable | str | tuple[Any, ...]], writes: Sequence[tuple[Any, ...]],
+                 error: BaseException | None, start_time: int | None, end_time: int | None) -> list[Variable]:
+    """``MemoryTracer.record``: the operation that ``Operation(owner, ..., span_name=span_name, kind=kind,
+    attributes=start, gen_ai_operation=...)`` would be, never entered, reads each of ``reads`` and writes
+    each of ``writes`` in order (and fails with ``error``), as ``read`` and ``write`` would, and ends.
+
+    The same steps as the ``with`` form, run by the same code: the span started as
+    :meth:`Operation._begin` starts it, each read resolved (:func:`_resolve`) and each write versioned by
+    the registry, then :func:`_record_lineage`. No :class:`Operation` is made: nothing can reach one (the
+    span is not made current: nothing runs inside it), and making one and keeping its state on it cost
+    about 5% of the SDK's own span (issue 28, item 2: ``docs/performance.md``). ``reads`` and ``writes``
+    were checked (:func:`checked_items`).
+    """
+    # Tracer.start_span(name, context, kind, attributes, links, start_time) by position, as _begin does.
+    span = owner._tracer.start_span(span_name, None, kind, start, (), start_time)
+    outputs: list[Variable] = []
+    try:
+        recording = span.is_recording()
+        context = span.get_span_context() if recording else None
+        inputs: list[Variable] = []
+        for item in reads:
+            if type(item) is tuple:  # (name, content[, kind]), as read(name, content=, kind=)
+                item = _resolve(owner, item[0], item[1], item[2] if len(item) == 3 else _OTHER, recording)
+            elif type(item) is str:
+                item = _resolve(owner, item, None, _OTHER, recording)
+            inputs.append(item)  # type: ignore[arg-type]  # a Variable: checked_items let nothing else by
+        next_version = owner.registry.next_version
+        for item in writes:  # (name, content[, kind]), as write(name, content, kind=)
+            kind_ = item[2] if len(item) == 3 else _OTHER
+            outputs.append(next_version(item[0], kind_ if type(kind_) is VariableKind else _kind(kind_),
+                                        item[1], context))
+        if recording:
+            if error is not None:
+                _fail(span, error)
+            _record_lineage(owner, span, context, inputs, outputs, {}, None, False, None,
+                            gen_ai_operation in _STORING_OPERATIONS)
+    finally:
+        span.end(end_time)
+    return outputs
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, str(exc)))
+    span.set_attribute(GenAI.ERROR_TYPE, type(exc).__qualname__)
 
 
 def _upload(uploader: ContentUploader, described: list[Variable]) -> None:

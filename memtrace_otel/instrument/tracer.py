@@ -27,7 +27,7 @@ from memtrace_otel.config import (
 )
 from memtrace_otel.content.store import ContentStoreError, open_store
 from memtrace_otel.content.upload import ContentUploader
-from memtrace_otel.instrument.operation import Operation, _plain, checked_items
+from memtrace_otel.instrument.operation import Operation, _plain, _record_once, checked_items
 from memtrace_otel.instrument.variables import InProcessContents, Variable, VariableRegistry
 from memtrace_otel.semconv import (
     GENAI_CALL_OPERATIONS,
@@ -224,12 +224,14 @@ class MemoryTracer:
             keyword :meth:`operation` does not take: before anything is recorded (no span, no version).
         """
         reads, writes = checked_items(reads, writes)
-        if options:
+        if options:  # the span operation() would start: its name, kind and start attributes
             operation = self.operation(name, category, **options)
-        else:  # operation()'s plain case, without its call and its keywords' tests
-            category = category if type(category) is Category else Category(category)
-            operation = _plain(self, name, category, {_CATEGORY: category._value_, _NAME: name})
-        return operation._once(reads, writes, error, start_time, end_time)
+            return _record_once(self, operation._span_name, operation._kind, operation._start,
+                                operation.gen_ai_operation, reads, writes, error, start_time, end_time)
+        # operation()'s plain case, without its call, its keywords' tests and the Operation object
+        category = category if type(category) is Category else Category(category)
+        return _record_once(self, name, _INTERNAL, {_CATEGORY: category._value_, _NAME: name}, None, reads,
+                            writes, error, start_time, end_time)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Write every content queued for upload; False on timeout (True when upload is off)."""
