@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel import Category, MemoryTracer, Variable, VariableKind, current_operation
+from memtrace_otel.instrument.operation import Operation
 from memtrace_otel.semconv import GenAI, MemTrace
 from memtrace_otel.suppress import suppress_instrumentation
 
@@ -203,8 +204,8 @@ def test_record_takes_generators_and_times() -> None:
 
 
 def test_record_from_threads_takes_one_version_per_write_and_leaves_no_current_operation() -> None:
-    # Each call's Operation is its own (never shared, never made current); versions come from the
-    # registry's lock: threads writing one name get every version once.
+    # Each call's state is its own (local to the call, never shared, never made current); versions come
+    # from the registry's lock: threads writing one name get every version once.
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -227,3 +228,37 @@ def test_record_from_threads_takes_one_version_per_write_and_leaves_no_current_o
     assert len(exporter.get_finished_spans()) == 400
     latest = mt.registry.latest("mem:shared")
     assert latest is not None and latest.version == 400
+
+
+def test_record_makes_no_operation_object(monkeypatch: pytest.MonkeyPatch, tracer_provider: TracerProvider,
+                                          span_exporter: InMemorySpanExporter) -> None:
+    # Issue 28, item 2: a one-shot operation records its span from the call's own lists, without making the
+    # Operation a with block needs (nothing could reach it: it is never current), which cost about 5% of
+    # the span itself. With options it reads the span's name, kind and start attributes off one, and only
+    # that: its recording state stays untouched.
+    from memtrace_otel.instrument import operation as operation_module
+
+    def no_operation(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("record made an Operation")
+
+    mt = MemoryTracer(tracer_provider, capture_content=False)
+    seed = mt.record("ingest", Category.INGEST, writes=(("msg:1", "hello"),))
+    with monkeypatch.context() as patch:
+        patch.setattr(operation_module, "_new_operation", no_operation)  # _plain's object
+        patch.setattr(operation_module.Operation, "__init__", no_operation)
+        written = mt.record("extract", Category.EXTRACTION, reads=(seed[0], ("q", "Why?")),
+                            writes=(("mem:1", "a", VariableKind.MEMORY_UNIT),))
+    assert [v.id for v in written] == ["mem:1@1"]
+    made: list[Operation] = []
+    original = Operation._flush_lineage
+
+    def flushed(self: Operation) -> None:
+        made.append(self)
+        original(self)
+
+    monkeypatch.setattr(Operation, "_flush_lineage", flushed)
+    mt.record("store", Category.UPDATE, writes=(("mem:2", "b"),), gen_ai_operation="create_memory")
+    assert made == []  # the Operation made for its options does not record the span
+    extract, store = span_exporter.get_finished_spans()[1:]
+    assert list(extract.attributes[MemTrace.INPUTS]) == ["msg:1@1", "q@1"] and len(extract.links) == 1
+    assert list(store.attributes[MemTrace.OUTPUTS]) == ["mem:2@1"] and store.name == "create_memory"
