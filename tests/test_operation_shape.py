@@ -1,10 +1,10 @@
 """The end of a traced operation, rewritten for speed (issue 28, item 2), records what it recorded.
 
-``Operation._flush_lineage`` builds the lineage attributes once per operation and ``describe`` formats
-each descriptor inline. Here the same pipeline (``scenario.run_pipeline``: ingestion, extraction with
-steps, an update, a delete, searches that read records back, evaluations) runs twice on span ids
-from one seeded sequence: once with the implementation of the code before the change (kept below as
-the reference) and once with the current one. Every span must carry the same attributes, events and
+``_record_lineage`` (the end of every operation) builds the lineage attributes once per operation and
+``describe`` formats each descriptor inline. Here the same pipeline (``scenario.run_pipeline``: ingestion,
+extraction with steps, an update, a delete, searches that read records back, evaluations) runs twice on
+span ids from one seeded sequence: once with the implementation of the code before the change (kept below
+as the reference) and once with the current one. Every span must carry the same attributes, events and
 links, and the evolution graphs built from the two runs must be the same graph.
 """
 
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from memtrace_otel.graph import build_graph
 from memtrace_otel.instrument import operation as operation_module
 from memtrace_otel.instrument.genai import stored_records_attributes
-from memtrace_otel.instrument.operation import _STORING_OPERATIONS, Operation, _upload
+from memtrace_otel.instrument.operation import _upload
 from memtrace_otel.instrument.variables import Variable
 from memtrace_otel.semconv import MemTrace, MemTraceLink, VariableKind
 from memtrace_otel.spans import record_from_readable
@@ -34,60 +34,60 @@ def _reference_describe(variable: Variable) -> str:
     return wire_describe(variable.kind.value, variable.size, variable.hash, variable.id)
 
 
-def _reference_flush(self: Operation) -> None:
-    """``_flush_lineage`` as it was before issue 28 (a pass per list, ``wire.describe``), with what ``read``
-    and ``write`` did when called up to session 38 and ``_flush_lineage`` does now: a link per producer
-    span (the first variable read from it names it) unless the producer is the span's parent, and the
-    in-process contents of the outputs the span does not carry whole."""
-    linked: set[int] = self._linked if self._linked is not None else set()
-    parent = getattr(self.span, "parent", None)
-    for v in self.inputs:
+def _reference_lineage(owner: Any, span: Any, context: Any, inputs: list[Variable], outputs: list[Variable],
+                       attributes: dict[str, Any], linked: set[int] | None, deleted: bool,
+                       steps: list[str] | None, storing: bool) -> None:
+    """``_record_lineage`` (``Operation._flush_lineage`` until session 46) as it was before issue 28 (a pass
+    per list, ``wire.describe``), with what ``read`` and ``write`` did when called up to session 38 and the
+    lineage does now: a link per producer span (the first variable read from it names it) unless the
+    producer is the span's parent, and the in-process contents of the outputs the span does not carry
+    whole. ``storing`` is the caller's: a GenAI memory write whose stored records were not recorded."""
+    linked = linked if linked is not None else set()
+    parent = getattr(span, "parent", None)
+    for v in inputs:
         producer = v.producer
         if producer is None or not producer.is_valid or producer.span_id in linked:
             continue
         linked.add(producer.span_id)
         if parent is None or (parent.trace_id, parent.span_id) != (producer.trace_id, producer.span_id):
-            self.span.add_link(producer, {MemTraceLink.VARIABLE: v.id})
-    owner = self._owner
-    for v in self.outputs:
+            span.add_link(producer, {MemTraceLink.VARIABLE: v.id})
+    for v in outputs:
         if v.content is not None and (not owner.capture_content or len(v.content) > owner.content_max_chars):
             owner.contents.put(v.id, v.content)
-    attributes: dict[str, Any] = {}
-    if self.inputs:
-        attributes[MemTrace.INPUTS] = [v.id for v in self.inputs]
-    if self.outputs:
-        attributes[MemTrace.OUTPUTS] = [v.id for v in self.outputs]
-        deleted = [v.id for v in self.outputs if v.deleted]
-        if deleted:
-            attributes[MemTrace.DELETED] = deleted
-    described = [v for v in self.inputs if v.producer is None] + self.outputs
+    attributes = dict(attributes)
+    if inputs:
+        attributes[MemTrace.INPUTS] = [v.id for v in inputs]
+    if outputs:
+        attributes[MemTrace.OUTPUTS] = [v.id for v in outputs]
+        deleted_ids = [v.id for v in outputs if v.deleted]
+        if deleted_ids:
+            attributes[MemTrace.DELETED] = deleted_ids
+    described = [v for v in inputs if v.producer is None] + outputs
     if described:
         attributes[MemTrace.VARIABLES] = [_reference_describe(v) for v in described]
-        if self._owner.capture_content:
-            limit = self._owner.content_max_chars
+        if owner.capture_content:
+            limit = owner.content_max_chars
             attributes[MemTrace.VARIABLE_CONTENTS] = [
                 (v.content or "") if len(v.content or "") <= limit else (v.content or "")[:limit]
                 for v in described]
-        uploader = self._owner.uploader
+        uploader = owner.uploader
         if uploader is not None:
             _upload(uploader, described)
-            attributes[MemTrace.CONTENT_REF] = self._owner.content_ref
-    if self._steps:
-        attributes[MemTrace.STEP_NAMES] = self._steps
-    if (self._owner.capture_content and not self._records_recorded
-            and self.gen_ai_operation in _STORING_OPERATIONS):
-        stored = [v for v in self.outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
+            attributes[MemTrace.CONTENT_REF] = owner.content_ref
+    if steps:
+        attributes[MemTrace.STEP_NAMES] = steps
+    if owner.capture_content and storing:
+        stored = [v for v in outputs if v.kind is VariableKind.MEMORY_UNIT and not v.deleted]
         if stored:
-            attributes.update(stored_records_attributes(stored, capture=True,
-                                                        limit=self._owner.content_max_chars))
+            attributes.update(stored_records_attributes(stored, capture=True, limit=owner.content_max_chars))
     if attributes:
-        self.span.set_attributes(attributes)
+        span.set_attributes(attributes)
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, *, reference: bool, capture: bool) -> list[Any]:
     with monkeypatch.context() as patch:
         if reference:
-            patch.setattr(Operation, "_flush_lineage", _reference_flush)
+            patch.setattr(operation_module, "_record_lineage", _reference_lineage)
             patch.setattr(operation_module, "describe", _reference_describe)
         exporter = InMemorySpanExporter()
         provider = TracerProvider(id_generator=SeededIds(28))
