@@ -132,7 +132,7 @@ def _install(top_level: bool = False) -> None:
         return
     _timed(operation.Operation, "__enter__", "  span start + context")
     _timed(operation.Operation, "__exit__", "  span end (incl. flush)")
-    _timed(operation.Operation, "_flush_lineage", "    lineage attributes")
+    _timed(operation, "_record_lineage", "    lineage attributes")  # a function: __exit__ calls it
     if stages is not None:
         _timed(stages.StageOperation, "__enter__", "  stage start (no span)")
         _timed(stages.StageOperation, "__exit__", "  stage end (incl. flush, its memtrace.stage event)")

@@ -66,7 +66,7 @@ def unpack_search(span: SpanRecord, problems: list[Problem]) -> SpanRecord:
 
 
 def _lineage(packed: list[Any]) -> dict[str, Any]:
-    """The attributes ``Operation._flush_lineage`` (and ``record_retrieval``) wrote for the same search."""
+    """The attributes ``_record_lineage`` (and ``record_retrieval``) wrote for the same search."""
     (limit, content_ref), query, context, records = packed[1], packed[2], packed[3], packed[4]
     capture = limit is not None
     inputs: list[str] = []
