@@ -2025,6 +2025,35 @@ def test_a_reader_whose_context_holds_every_gold_word_is_to_blame_whatever_anoth
         verdict.explanation
 
 
+DREAM = "What is the recurring dream that Sam keeps having?"
+
+
+@pytest.mark.parametrize("prediction", ["Sam had a recurring dream where he's flying over skyscrapers",
+                                        "I don't know"])
+def test_a_search_that_returned_one_messages_part_yields_to_the_loss_of_the_other_messages_part(
+        tracer_provider, span_exporter, prediction):
+    """Two evidence messages tell the dream: the later one's unit says one of the gold's words ("flying")
+    and was returned; the earlier one says it in other words ("soaring over skyscrapers"), and a wrong
+    DELETE removed its unit. The reader had one message's part, not the answer (no "cityscape"); the
+    deletion of the other part kept the rest from it, whether the failed answer restates the returned
+    unit (the search is then not shown to have missed anything) or the reader said nothing."""
+    system = _Mem0(tracer_provider)
+    system.add("D6:14", "[13 August 2023] Sam: I had this amazing dream last night where I was soaring over "
+               "skyscrapers.",
+               "Sam had an amazing dream where he was soaring over skyscrapers (13 August 2023).")
+    system.add("D9:1", "[2 September 2023] Sam: I went camping with my dog Max.",
+               "Sam went camping with his dog Max (2 September 2023).")
+    system.delete("D6:14")
+    system.add("D24:22", "[10 January 2024] Sam: I had that recurring dream again where I'm flying over "
+               "skyscrapers!",
+               "Sam had a recurring dream where he's flying over skyscrapers (10 January 2024).")
+    system.ask(DREAM, "he's flying over a cityscape.", ["D6:14", "D24:22"], ["D24:22", "D9:1"],
+               prediction=prediction)
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops["delete D6:14"], ErrorType.DELETION), \
+        verdict.explanation
+
+
 ROADTRIP_SAID = ("[20 October 2023] Melanie: Hey Caroline, that roadtrip this past weekend was insane! We "
                  "were all freaked when my son got into an accident. We were so lucky he was okay. It was a "
                  "real scary experience. Thankfully it's over now. What's been up since we last talked? "

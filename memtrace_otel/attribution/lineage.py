@@ -1482,7 +1482,8 @@ def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None
 def _missed_parts(index: GraphIndex, verdicts: list[Verdict], pool: list[Verdict], gold: Information
                   ) -> list[Verdict]:
     """The verdicts left out of ``pool`` that blame a loss before the reader, when every verdict of
-    ``pool`` blames the reader for a context that lacks some of the gold's words.
+    ``pool`` blames the reader for a context that lacks some of the gold's words, or a search for a unit
+    the answerer's context holds (``returned``: the reader had it, whatever the failed answer made of it).
 
     With several evidence messages each may hold a part of the answer ("Charlotte's Web" in one,
     "Nothing is Impossible" in another, or only in its photo). A context holding one part shows the
@@ -1491,7 +1492,10 @@ def _missed_parts(index: GraphIndex, verdicts: list[Verdict], pool: list[Verdict
     verdict is not grounded in the gold's words (it says its part in other words, or not at all).
     A context holding every gold word leaves the reader to blame, whatever another message lost.
     """
-    if not gold.gold or any(v.error_type is not ErrorType.RESPONSE or v.carrier is None for v in pool):
+    # A returned verdict finds no loss on its message's path (the failed answer may even restate the unit,
+    # and the walk then blames no reader): it shows the reader had that part, as a reader's verdict does.
+    if not gold.gold or any((v.error_type is not ErrorType.RESPONSE and not v.returned) or v.carrier is None
+                            for v in pool):
         return []
     had = frozenset().union(*(index.tokens(v.carrier) for v in pool if v.carrier is not None))
     if gold.gold.keys() <= had:
