@@ -137,7 +137,6 @@ def _install(top_level: bool = False) -> None:
         _timed(stages.StageOperation, "__enter__", "  stage start (no span)")
         _timed(stages.StageOperation, "__exit__", "  stage end (incl. flush, its memtrace.stage event)")
     _timed(operation.Operation, "step", "  memtrace.step events")
-    _timed(operation.Operation, "_link", "  span links")
     _timed(lifecycle.MethodSpec, "open", "  spec.open (operation, scope)")
     if flat is not None:
         _timed(flat.FlatStage, "__init__", "  flat stage start (no Call, no scope)")
