@@ -197,6 +197,7 @@ from memtrace_otel.attribution.evidence import evidence_path, find_evidence, wit
 from memtrace_otel.attribution.graph_index import STORED_KINDS, GraphIndex, graph_index
 from memtrace_otel.attribution.presence import (
     Information,
+    asks,
     critical_information,
     salient,
     split_header,
@@ -376,7 +377,7 @@ def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, tol
     shares some of the gold's words shows no such thing: it may tell another event.
     """
     index = case.index
-    if carries.info.source != "gold" or _is_question(carries.info.text):
+    if carries.info.source != "gold" or asks(carries.info.text):
         return False  # a fact the evidence does not state in the gold's words: nothing to have had
     unread = unread_by(case)
     says_gold = whole_gold_test(index, stated, carries.info.exact, asked) if stated is not None else None
@@ -914,11 +915,11 @@ def _answered_instead(index: GraphIndex, contexts: list[str], answered: frozense
     if fate.info.gold.keys() <= fate.statement:
         return False
 
-    def asks(tokens: frozenset[str]) -> float:
+    def asked_weight(tokens: frozenset[str]) -> float:
         return math.fsum(index.idf(t) for t in tokens & asked)
 
-    bar = asks(fate.statement)
-    return any(_answered_with(index, answered, line, asked) and asks(line) >= bar
+    bar = asked_weight(fate.statement)
+    return any(_answered_with(index, answered, line, asked) and asked_weight(line) >= bar
                for v in contexts for line in index.lines(v) if not fate.statement <= line)
 
 
@@ -1153,10 +1154,10 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
                                 later=unsaid) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
     # "since this one went badly") are the asker's, not the answer said.
-    verdict.gold_grounded = info.source == "gold" and not structural and not _is_question(info.text)
+    verdict.gold_grounded = info.source == "gold" and not structural and not asks(info.text)
     verdict.says_whole = (verdict.gold_grounded and stated is not None and bool(stated.gold)
                           and stated.gold.keys() <= info.gold.keys())
-    verdict.asked = verdict.error_type is ErrorType.EXTRACTION and _is_question(info.text)
+    verdict.asked = verdict.error_type is ErrorType.EXTRACTION and asks(info.text)
     verdict.elsewhere = (verdict.error_type is ErrorType.EXTRACTION and not structural
                          and index.category(verdict.operation) in _EXTRACTION_ROLES
                          and not _says_answer(index, info, stated)
@@ -1222,7 +1223,7 @@ def _narrow_carrier(case: LineageCase, carries: Carrying, verdict: Verdict, gold
     # The message said the answer beside the sentence: another of its sentences, not a question, holds half
     # the gold with gold words that sentence lacks (not a word or two a long gold shares with the message).
     if not any(weighted_share(gold.gold, words) >= _SAYS_SHARE and (words & said) - info.gold.keys()
-               for sentence in sentences(body) if sentence != info.text and not _is_question(sentence)
+               for sentence in sentences(body) if sentence != info.text and not asks(sentence)
                for words in [tokenize(sentence)]):
         return None
     lines = [line for line in index.lines(verdict.carrier) if info.gold.keys() <= line]
@@ -1352,20 +1353,11 @@ def _says_answer(index: GraphIndex, info: Information, stated: Information | Non
     Such a message is no turn beside the one saying the answer, and its gold is not inferred: an
     extraction whose statements are all about its other parts dropped what it said.
     """
-    if stated is None or not stated.gold or _is_question(info.text):
+    if stated is None or not stated.gold or asks(info.text):
         return False
     said = frozenset(info.gold)
     rare = {t: w * index.idf(t) for t, w in stated.gold.items()}
     return weighted_share(stated.gold, said) >= _SAYS_SHARE and weighted_share(rare, said) >= _SAYS_SHARE
-
-
-def _is_question(sentence: str) -> bool:
-    """Whether ``sentence`` asks rather than states (it ends with a question mark).
-
-    >>> _is_question("Why did you start painting years ago anyway?"), _is_question("I paint.")
-    (True, False)
-    """
-    return sentence.rstrip().rstrip("\"')]").endswith("?")
 
 
 def _choose(case: LineageCase, verdicts: list[Verdict], gold: Information | None = None) -> Verdict | None:

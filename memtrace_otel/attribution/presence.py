@@ -39,6 +39,7 @@ from memtrace_otel.text import (
 
 __all__ = [
     "Information",
+    "asks",
     "critical_information",
     "gold_window",
     "salient",
