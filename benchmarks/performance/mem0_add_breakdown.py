@@ -49,6 +49,10 @@ try:  # the flat stages (absent before them)
     from memtrace_otel.instrument.mem0 import flat
 except ImportError:  # pragma: no cover
     flat = None
+try:  # the packed add and search, one span each (absent before them; the default path since)
+    from memtrace_otel.instrument.mem0 import packed, packed_search
+except ImportError:  # pragma: no cover
+    packed = packed_search = None
 
 from openai_server import ScriptedOpenAIServer
 
@@ -143,6 +147,15 @@ def _install(top_level: bool = False) -> None:
         _timed(flat.FlatStage, "finish", "  flat stage end (its memtrace.stage event)")
         for function in ("_llm_begin", "_llm_end", "_search_end"):
             _timed(flat, function, f"  flat {function}")
+    if packed is not None and packed_search is not None:
+        # The packed wrappers are closures made at instrument time; the module functions they call
+        # by name are what can be timed: the add's start and its ends. (The store and LLM steps'
+        # recorders run the wrapped call inside them: only --wrappers separates their own part.)
+        _timed(packed.PackedAdd, "__init__", "  packed add start (its facts object)")
+        for function in ("_messages", "_end"):
+            _timed(packed, function, f"  packed add {function}")
+        for function in ("_end", "_facts"):
+            _timed(packed_search, function, f"  packed search {function}")
     for spec in (methods.AddSpec, methods.SearchSpec, methods.CreateSpec, pipeline.ExistingSearchSpec,
                  pipeline.LlmCallSpec):
         for stage in ("begin", "end"):
@@ -211,6 +224,11 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
+    if not any(result.values()):
+        # Timers on a path this code does not take measure nothing: say so rather than print empty lists.
+        print("mem0_add_breakdown: none of the named timers ran on this code's path; "
+              "use --wrappers (it times whatever path the instrumentor takes)", file=sys.stderr)
+        return 1
     for name, parts in result.items():
         print(f"Memory.{name}: thread CPU in the instrumentation per call, {args.calls} calls")
         for label, micros in sorted(parts.items(), key=lambda item: -item[1]):
