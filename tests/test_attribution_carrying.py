@@ -980,3 +980,69 @@ def test_a_memo_of_line_verdicts_answers_as_the_lines_themselves_do():
         assert info.carried_by_lines(tokens, lines, memo=memo) == info.carried_by_lines(tokens, lines)
     assert memo == {other: False, said: True}
     assert info.states(said) and not info.states(other)
+
+
+CAMPING = "[26 August 2023] Melanie: We went camping by the lake with the kids."
+PRIDE = "[27 August 2023] Melanie: That rainbow sidewalk you came across sounds lovely for Pride Month."
+NOTE = "[25 August 2023] Caroline went for a walk in her neighborhood."
+
+
+def _window_versions(provider, windows: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+    """Caroline's walk turn and Melanie's two turns, each read as a message, then one window of raw
+    messages written once per entry of ``windows`` (its lines), and a search returning the last version
+    to a reader that failed the walk question."""
+    from memtrace_otel import Category, MemoryTracer, VariableKind
+
+    mt = MemoryTracer(provider, capture_content=True)
+    with mt.operation("ingest", Category.INGEST, store_id="s") as op:
+        for key, text in (("D1:1", SAID), ("D1:2", CAMPING), ("D1:3", PRIDE)):
+            op.read(f"msg:{key}", content=text, kind=VariableKind.MESSAGE)
+    window = None
+    for lines in windows:
+        with mt.operation("append", Category.INGEST, store_id="s") as op:
+            if window is not None:
+                op.read(window)
+            window = op.write("window", "\n".join(lines), kind=VariableKind.MEMORY_UNIT)
+    _ask(mt, {}, WALK, [window], "I don't know.", "a rainbow sidewalk", ["D1:1"])
+
+
+def _version_verdicts(carries, G, order: list[int]) -> dict[int, bool]:  # type: ignore[no-untyped-def]
+    versions = sorted((n for n in G if G.nodes[n].get("name") == "window"), key=lambda n: G.nodes[n]["version"])
+    return {i: carries._carried_by_lines(versions[i]) for i in order}
+
+
+def test_a_line_decided_once_per_evidence_decides_each_window_version_by_the_lines_it_holds(
+        tracer_provider, span_exporter):
+    """The presence test sorts each distinct line of a window once per evidence message and decides a
+    version by the lines it holds: a version that dropped the evidence's line no longer carries it,
+    though it holds the gold (on Melanie's turn) and Caroline's name (on a note) and its lines were
+    sorted with a version that did, and the verdicts do not depend on the order the versions are tested
+    in."""
+    windows = [[CAMPING], [CAMPING, SAID], [SAID, PRIDE], [NOTE, PRIDE], [SAID]]
+    _window_versions(tracer_provider, windows)
+    forward, G = _carrying_of(span_exporter, WALK, "a rainbow sidewalk", "D1:1")
+    backward, _ = _carrying_of(span_exporter, WALK, "a rainbow sidewalk", "D1:1")
+    expected = {0: False, 1: True, 2: True, 3: False, 4: True}
+    assert _version_verdicts(forward, G, [0, 1, 2, 3, 4]) == expected
+    assert _version_verdicts(backward, G, [4, 3, 2, 1, 0]) == expected
+
+
+def test_a_whole_message_fact_is_read_across_a_versions_own_lines_not_another_messages(
+        tracer_provider, span_exporter):
+    """A fact that is a whole message may stand on several lines of a text, but not on a line quoting
+    another message word for word: a version whose gold words are on Caroline's note and a line of its
+    own carries it, with or without another message's turn beside them; the version where they stand
+    only on Melanie's quoted turn does not, though it holds the same words. In either order."""
+    from dataclasses import replace
+
+    sidewalk = "A rainbow sidewalk."
+    _window_versions(tracer_provider, [[NOTE, sidewalk], [NOTE, PRIDE], [CAMPING, sidewalk, NOTE]])
+    carries, G = _carrying_of(span_exporter, WALK, "a rainbow sidewalk", "D1:1")
+
+    def whole():  # type: ignore[no-untyped-def]
+        return type(carries)(carries.case, carries.evidence, replace(carries.info, whole=True), structural=False)
+
+    expected = {0: True, 1: False, 2: True}
+    assert _version_verdicts(whole(), G, [0, 1, 2]) == expected
+    assert _version_verdicts(whole(), G, [2, 1, 0]) == expected
+    assert not any(_version_verdicts(carries, G, [0, 1, 2]).values())  # no one line states the fact

@@ -133,6 +133,17 @@ class Carrying:
         self._own: dict[frozenset[str], bool] = {}  # a line's quoted messages -> the evidence's speaker's
         self._together: dict[str, bool] = {}  # a line's text -> it says the gold's words together
         self._states: dict[frozenset[str], bool] = {}  # a line's tokens -> it states the fact
+        # What each distinct line decides (by its number in the graph, GraphIndex.line_set): the lines
+        # sorted so far, those saying the gold's words together, and those stating the fact, the
+        # evidence's speaker's and another speaker's naming the person asked about; for a fact that is a
+        # whole message, those quoting another message and those that may hold the evidence's words.
+        self._lines_sorted: set[int] = set()
+        self._lines_together: set[int] = set()
+        self._lines_stating: set[int] = set()
+        self._lines_stating_other: set[int] = set()
+        self._lines_foreign: set[int] = set()  # quoting another message word for word
+        self._lines_admitted: set[int] = set()  # quoting none, or the evidence
+        self._who: frozenset[str] | None = None
         self._evidence_day: frozenset[str] | None = None
         self._undated: Information | bool | None = False  # False: not computed yet
 
@@ -205,55 +216,107 @@ class Carrying:
         tokens = index.tokens(variable)
         if not info or (not info.whole and not info.gold_in(tokens)):
             return False  # both word tests below need the gold in these tokens first
-        lines, sources = index.lines(variable), index.line_sources(variable)
-        said_by = index.speaker(self.evidence)
+        if not info.sentence and not info.spread and not info.whole:
+            return True
         # The walk tests every version of a window of raw messages, and the versions share most of
-        # their lines: what a line's speaker, words and phrasing decide is kept for this evidence.
-        owned, together, states = self._own, self._together, self._states
-
-        def own(quoted: frozenset[str]) -> bool:
-            if not quoted:
-                return True
-            found = owned.get(quoted)
-            if found is None:
-                found = owned[quoted] = (self.evidence in quoted or said_by is None
-                                         or any(index.speaker(m) in (said_by, None) for m in quoted))
-            return found
-
-        def said_together(text: str) -> bool:
-            found = together.get(text)
-            if found is None:
-                found = together[text] = info.together(text)
-            return found
-
-        texts: list[str] = []
+        # their lines: each distinct line is sorted once for this evidence (_sort_lines), and a version
+        # is decided by which of the sorted sets its lines meet.
+        numbers = index.line_set(variable)
+        self._sort_lines(numbers)
+        kept = numbers
         if info.spread:
             # Common gold words carry the fact only said together (:meth:`.Information.together`).
-            texts = index.line_texts(variable)
-            kept = [i for i, text in enumerate(texts) if said_together(text)]
+            kept = numbers & self._lines_together
             if not kept:
                 return False
-            texts, lines = [texts[i] for i in kept], [lines[i] for i in kept]
-            sources = [sources[i] for i in kept]
-        # own() inlined for lines quoting no message or a known set of them: called per line per version.
-        own_lines = [line for line, quoted in zip(lines, sources, strict=True)
-                     if not quoted or (owned[quoted] if quoted in owned else own(quoted))]
         if info.whole:
-            tokens = _across_lines(tokens, lines, sources, self.evidence)
-        if info.carried_by_lines(tokens, own_lines, memo=states):
+            # The fact is the whole message (no sentence singled out): a memory's statements about it may
+            # spread its words over several lines (an extractor writes a fact per sentence), but in a
+            # window of raw messages each line is its own message: a window of a hundred turns holds most
+            # words of any message's sentence across the other turns, and none of them is this message's
+            # saying. So when a line quotes another message word for word, the text's words are those of
+            # its lines that quote none or the evidence.
+            if not kept.isdisjoint(self._lines_foreign):
+                tokens = frozenset().union(*map(index.line_tokens, kept & self._lines_admitted))
+            if not info.gold_in(tokens):
+                return False
+        if not info.sentence or not self._lines_stating.isdisjoint(numbers):
             return True
+        if info.whole:
+            found = self._states.get(tokens)
+            if found is None:
+                found = self._states[tokens] = info.states(tokens)
+            if found:
+                return True
         # Another speaker's line says it of the person asked about only by naming them: "My mother also
         # passed away last year" is the other speaker's mother, however close to the evidence it reads.
-        who = tokenize(said_by) & info.asked
-        others = [i for i, (line, quoted) in enumerate(zip(lines, sources, strict=True))
-                  if not own(quoted) and who <= line and info.carried_by_lines(tokens, [line], memo=states)]
-        if not others:
+        if self._lines_stating_other.isdisjoint(numbers):
             return False
         if self.case.semantic is None or not info.text:
             return True  # without a model, words are all there is to go by
-        texts = texts or index.line_texts(variable)
-        vectors = self.case.semantic([info.text, *(split_header(texts[i])[1] for i in others)])
+        # The texts, in the order and with the repeats, that the version's lines give: the embedder keeps
+        # the vectors of texts by the call that first met them.
+        other, number = self._lines_stating_other, index.line_number
+        said = [split_header(text)[1] for text in index.line_texts(variable) if number(text) in other]
+        vectors = self.case.semantic([info.text, *said])
         return bool(max((vectors[1:] @ vectors[0]).tolist()) >= _PARAPHRASE_SIMILARITY)
+
+    def _sort_lines(self, numbers: frozenset[int]) -> None:
+        """Sort the lines among ``numbers`` not met yet by what they decide for this evidence, each by its
+        text alone: whether it says the gold's words together, quotes another message word for word or
+        may be the evidence's (for a fact that is a whole message), and states the fact as the evidence's
+        speaker's line or as another speaker's naming the person asked about."""
+        new = numbers - self._lines_sorted
+        if not new:
+            return
+        index, info, evidence = self.case.index, self.info, self.evidence
+        if self._who is None:
+            self._who = tokenize(index.speaker(evidence)) & info.asked
+        who, states, exact, gold = self._who, self._states, info.exact, info.gold.keys()
+        for number in new:
+            text = index.line_text(number)
+            if info.spread and not self._said_together(text):
+                continue
+            self._lines_together.add(number)
+            quoted = index.line_quotes(text)
+            if info.whole:
+                if quoted - {evidence}:
+                    self._lines_foreign.add(number)
+                if not quoted or evidence in quoted:
+                    self._lines_admitted.add(number)
+            line = index.line_tokens(number)
+            if not exact <= line or (gold and line.isdisjoint(gold)):
+                continue  # it lacks the gold (Information.gold_in): it states nothing of the fact
+            if self._own_quote(quoted):
+                stating = self._lines_stating
+            elif who <= line:
+                stating = self._lines_stating_other
+            else:
+                continue
+            found = states.get(line)
+            if found is None:
+                found = states[line] = info.states(line)
+            if found:
+                stating.add(number)
+        self._lines_sorted |= new
+
+    def _own_quote(self, quoted: frozenset[str]) -> bool:
+        """Whether a line quoting the messages ``quoted`` word for word (none: quoting none) may be the
+        evidence's speaker's statement."""
+        if not quoted:
+            return True
+        found = self._own.get(quoted)
+        if found is None:
+            index, said_by = self.case.index, self.case.index.speaker(self.evidence)
+            found = self._own[quoted] = (self.evidence in quoted or said_by is None
+                                         or any(index.speaker(m) in (said_by, None) for m in quoted))
+        return found
+
+    def _said_together(self, text: str) -> bool:
+        found = self._together.get(text)
+        if found is None:
+            found = self._together[text] = self.info.together(text)
+        return found
 
     def _restamped(self, variable: str) -> bool:
         """Whether ``variable``, a version of a memory unit written from the evidence, states the fact but for
@@ -794,28 +857,6 @@ def _read_stores(index: GraphIndex, operations: list[str]) -> list[str] | None:
     """Stores the retrievals and reranks on the answer's slice read, sorted; ``None`` if they name none."""
     stores = (index.data(op).get("store_id") for op in operations if index.category(op) in _READ_SIDE)
     return sorted({s for s in stores if isinstance(s, str) and s}) or None
-
-
-def _across_lines(tokens: frozenset[str], lines: list[frozenset[str]], sources: list[frozenset[str]],
-                  evidence: str) -> frozenset[str]:
-    """The words a text holds across its lines for a fact that is a whole message (no sentence singled
-    out): ``tokens`` less the lines quoting other messages word for word.
-
-    A memory's statements about one message may spread its fact over several lines (an extractor
-    writes a fact per sentence), but in a window of raw messages each line is its own message: a
-    window of a hundred turns holds most words of any message's sentence across the other turns,
-    and none of them is this message's saying.
-
-    >>> a, b = frozenset({"dance", "partner"}), frozenset({"face", "challeng"})
-    >>> sorted(_across_lines(a | b, [a, b], [frozenset({"m1"}), frozenset({"m2"})], "m1"))
-    ['dance', 'partner']
-    >>> sorted(_across_lines(a | b, [a, b], [frozenset(), frozenset()], "m1"))
-    ['challeng', 'dance', 'face', 'partner']
-    """
-    if not any(quoted - {evidence} for quoted in sources):
-        return tokens
-    return frozenset().union(*(line for line, quoted in zip(lines, sources, strict=True)
-                               if not quoted or evidence in quoted))
 
 
 def truncated(index: GraphIndex, variable: str) -> bool:

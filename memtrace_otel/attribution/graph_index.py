@@ -14,7 +14,8 @@ structural change; after changing node data in place, call
 :func:`memtrace_otel.graph.clear_index`.
 
 Thread safety: one index's lazy fields are filled idempotently (a race
-computes the same value twice); the index is read-only otherwise.
+computes the same value twice), the numbering of lines under a lock; the
+index is read-only otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -116,6 +118,31 @@ def _listed_record_texts(content: str) -> list[str]:
     return found
 
 
+class _Numbering:
+    """Numbers for texts (a graph's distinct lines), with their tokens."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.tokens: list[frozenset[str]] = []
+        self._lock = threading.Lock()
+
+    def numbers(self, texts: list[str]) -> frozenset[int]:
+        """The numbers of ``texts``, numbering those not met before.
+
+        >>> numbering = _Numbering(); sorted(numbering.numbers(["a b", "c"])), numbering.numbers(["c", "c"])
+        ([0, 1], frozenset({1}))
+        """
+        known = self.known
+        with self._lock:  # a number, once given, names one text for every thread
+            for text in texts:
+                if text not in known:
+                    known[text] = len(self.texts)
+                    self.texts.append(text)
+                    self.tokens.append(tokenize(text))
+        return frozenset(known[text] for text in texts)
+
+
 def graph_index(G: nx.DiGraph) -> GraphIndex:
     """The index of ``G``, built once per graph (until the graph changes).
 
@@ -172,6 +199,9 @@ class GraphIndex:
         self._origins: dict[str, list[str]] = {}
         self._held: dict[str, frozenset[str] | None] = {}
         self._line_sources: dict[str, list[frozenset[str]]] = {}
+        self._quoted_lines: dict[str, frozenset[str]] = {}
+        self._lines_numbered = _Numbering()
+        self._line_sets: dict[str, frozenset[int]] = {}
         self._speakers: dict[str, str | None] = {}
         self._message_texts: dict[str, str] | None = None
         self._turns: dict[str, int] | None = None
@@ -340,15 +370,45 @@ class GraphIndex:
         """
         found = self._line_sources.get(variable)
         if found is None:
-            found = []
-            for line in split_lines(self.text(variable)):
-                quoted: set[str] = set()
-                for sentence in sentences(split_header(line)[1]):
-                    if len(sentence.split()) >= _QUOTE_WORDS:
-                        quoted |= self.quoted_message(sentence)
-                found.append(frozenset(quoted))
-            self._line_sources[variable] = found
+            found = self._line_sources[variable] = [
+                self.line_quotes(text) for text in self.line_texts(variable)]
         return found
+
+    def line_quotes(self, line: str) -> frozenset[str]:
+        """The messages one line (of :meth:`line_texts`) quotes word for word: :meth:`line_sources` of
+        that line alone."""
+        # Kept per line text: the versions of a window of raw messages repeat most of their lines.
+        found = self._quoted_lines.get(line)
+        if found is None:
+            quoted: set[str] = set()
+            for sentence in sentences(split_header(line)[1]):
+                if len(sentence.split()) >= _QUOTE_WORDS:
+                    quoted |= self.quoted_message(sentence)
+            found = self._quoted_lines[line] = frozenset(quoted)
+        return found
+
+    # The versions of a window of raw messages share most of their lines: a test that keeps what it
+    # decided of each distinct line by its number answers for a whole version with set operations,
+    # and reads only the lines it has not met before.
+    def line_set(self, variable: str) -> frozenset[int]:
+        """The distinct lines of :meth:`line_texts`, by number in this graph (:meth:`line_text`,
+        :meth:`line_tokens`, :meth:`line_number`)."""
+        found = self._line_sets.get(variable)
+        if found is None:
+            found = self._line_sets[variable] = self._lines_numbered.numbers(self.line_texts(variable))
+        return found
+
+    def line_text(self, number: int) -> str:
+        """The line numbered ``number`` by :meth:`line_set`."""
+        return self._lines_numbered.texts[number]
+
+    def line_tokens(self, number: int) -> frozenset[str]:
+        """The tokens of the line numbered ``number`` (an element of :meth:`lines`)."""
+        return self._lines_numbered.tokens[number]
+
+    def line_number(self, line: str) -> int:
+        """The number :meth:`line_set` gave ``line`` (a line of a variable it was asked about)."""
+        return self._lines_numbered.known[line]
 
     def producer(self, variable: str) -> str | None:
         try:

@@ -1319,9 +1319,11 @@ def _answered_best_match(case: LineageCase, stated: Information | None, asked: f
         # The question's share of what the line says (IDF-weighted overlap over union): a line saying
         # many other things is less about the question than a short one saying as much of it.
         found = scores.get(tokens)
+        if found is None and tokens.isdisjoint(asked):
+            found = scores[tokens] = 0.0  # what the division below gives, without summing the union
         if found is None:
-            union = math.fsum(index.idf(t) for t in tokens | asked)
-            found = scores[tokens] = math.fsum(index.idf(t) for t in tokens & asked) / union if union else 0.0
+            union = math.fsum(map(index.idf, tokens | asked))
+            found = scores[tokens] = math.fsum(map(index.idf, tokens & asked)) / union if union else 0.0
         return found
 
     scored = [(about(line), line) for v in _answerer_context(case) for line in index.lines(v)]
