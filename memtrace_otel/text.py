@@ -322,8 +322,12 @@ _SPELLED_VALUES = {
     **{w: 1 + i for i, w in enumerate(_UNITS)},
     **{w: 1 + i for i, w in enumerate(_UNIT_ORDINALS)},
 }
+# Every spelled number starts with one of these letters: the lookahead lets the search skip every other
+# word start at once instead of trying each alternative there (the same matches, about 4x faster on
+# long texts; tokenising every memory of a conversation runs this over megabytes).
+_SPELLED_INITIALS = "".join(sorted({w[0] for w in _TENS + _TEENS}))
 _SPELLED_NUMBER = re.compile(
-    rf"\b(?:({'|'.join(_TENS)})(?:[- ]({'|'.join(_UNITS + _UNIT_ORDINALS)}))?"
+    rf"\b(?=[{_SPELLED_INITIALS}])(?:({'|'.join(_TENS)})(?:[- ]({'|'.join(_UNITS + _UNIT_ORDINALS)}))?"
     rf"|({'|'.join(_TEENS)})|((?:{'|'.join(w[:-1] for w in _TENS)})ieth|(?:{'|'.join(_TEENS)})th))\b",
     re.IGNORECASE)
 
@@ -552,8 +556,10 @@ def _record_lines(value: object, when: str | None) -> list[str]:
 _HEADER_DAY = re.compile(r"\s*\[(?:[^\]\[]{0,20}?\bon )?(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b[^\]]*\]")
 """A line's date header: ``[8 May 2023]``, or LoCoMo's ``[1:56 pm on 8 May, 2023]``."""
 _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# The lookahead holds the first character of every alternative below (a digit, or the initial of one of
+# their words): word starts that begin none are skipped at once (the same matches, about 2x faster).
 _RELATIVE = re.compile(
-    r"\b(?:(yesterday|today|tonight|tomorrow)"
+    r"\b(?=[\dafelnosty])(?:(yesterday|today|tonight|tomorrow)"
     r"|(last|next|this) (week|weekend|month|year|" + "|".join(_WEEKDAY_NAMES) + r")"
     r"|(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few) (day|week|month|year)s? ago)\b",
     re.IGNORECASE)

@@ -1007,7 +1007,8 @@ def _window_versions(provider, windows: list[list[str]]) -> None:  # type: ignor
 
 
 def _version_verdicts(carries, G, order: list[int]) -> dict[int, bool]:  # type: ignore[no-untyped-def]
-    versions = sorted((n for n in G if G.nodes[n].get("name") == "window"), key=lambda n: G.nodes[n]["version"])
+    versions = sorted((n for n in G if G.nodes[n].get("name") == "window"),
+                      key=lambda n: G.nodes[n]["version"])
     return {i: carries._carried_by_lines(versions[i]) for i in order}
 
 
@@ -1040,9 +1041,35 @@ def test_a_whole_message_fact_is_read_across_a_versions_own_lines_not_another_me
     carries, G = _carrying_of(span_exporter, WALK, "a rainbow sidewalk", "D1:1")
 
     def whole():  # type: ignore[no-untyped-def]
-        return type(carries)(carries.case, carries.evidence, replace(carries.info, whole=True), structural=False)
+        info = replace(carries.info, whole=True)
+        return type(carries)(carries.case, carries.evidence, info, structural=False)
 
     expected = {0: True, 1: False, 2: True}
     assert _version_verdicts(whole(), G, [0, 1, 2]) == expected
     assert _version_verdicts(whole(), G, [2, 1, 0]) == expected
     assert not any(_version_verdicts(carries, G, [0, 1, 2]).values())  # no one line states the fact
+
+
+def test_the_first_letter_lookaheads_of_the_text_patterns_skip_no_match():
+    """The spelled-number and relative-time patterns look ahead for the first character of one of their
+    alternatives before trying them (a speed-up): each alternative, in either case, still matches."""
+    import re
+
+    from memtrace_otel import text
+
+    spelled = [*text._TENS, *text._TEENS, *(f"{w[:-1]}ieth" for w in text._TENS),
+               *(f"{w}th" for w in text._TEENS),
+               *(f"{tens}-{unit}" for tens in text._TENS for unit in text._UNITS + text._UNIT_ORDINALS)]
+    relative = ["yesterday", "today", "tonight", "tomorrow",
+                *(f"{side} {unit}" for side in ("last", "next", "this")
+                  for unit in ("week", "weekend", "month", "year", *text._WEEKDAY_NAMES)),
+                *(f"{amount} {unit}s ago" for amount in ("3", "a", "an", *text._AMOUNTS, "a few", "few")
+                  for unit in ("day", "week", "month", "year"))]
+    for pattern, phrases in ((text._SPELLED_NUMBER, spelled), (text._RELATIVE, relative)):
+        plain = re.compile(re.sub(r"^\\b\(\?=\[[^\]]*\]\)", r"\\b", pattern.pattern), pattern.flags)
+        assert plain.pattern != pattern.pattern
+        for phrase in phrases:
+            for said in (phrase, phrase.upper(), phrase.capitalize()):
+                line = f"Ann said {said}, then left."
+                found = [m.group(0) for m in pattern.finditer(line)]
+                assert found == [m.group(0) for m in plain.finditer(line)] and found, said
