@@ -356,7 +356,11 @@ def fact_words(text: str, *, fold: bool = False) -> tuple[str, ...]:
     """
     if fold:
         if not text.isascii():
-            text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+            text = unicodedata.normalize("NFKD", text)
+            # The combining marks among the text's distinct characters, dropped in one pass (a long memory
+            # has hundreds of thousands of characters and a few distinct marks, if any).
+            marks = [c for c in set(text) if unicodedata.combining(c)]
+            text = text.translate(dict.fromkeys(map(ord, marks))) if marks else text
         return tuple(words(_SPELLED_NUMBER.sub(_spelled, strip_ordinals(text)), pattern=ANY_WORD_OR_NUMBER,
                            lower=False))
     return tuple(words(strip_ordinals(text), pattern=WORD_OR_NUMBER, lower=False))

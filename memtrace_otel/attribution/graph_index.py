@@ -194,6 +194,7 @@ class GraphIndex:
         self._marker_deletes: dict[str, list[tuple[int, str, str]]] | None = None
         self._scopes: dict[str, str] | None = None
         self._unit_ids: dict[str, list[str]] | None = None
+        self._referenced: dict[str, list[str]] = {}
         self._message_sentences: dict[str, frozenset[str]] | None = None
         self._query_reads: list[tuple[int, frozenset[str]]] | None = None
         self._origins: dict[str, list[str]] = {}
@@ -568,11 +569,19 @@ class GraphIndex:
         return self._scopes.get(key)
 
     def referenced_units(self, variable: str) -> list[str]:
-        """Names of the stored units whose record ids ``variable``'s content lists (sorted).
+        """Names of the stored units whose record ids ``variable``'s content lists (sorted; shared: not to
+        be changed).
 
         Retrievals often pass on ids and scores, not texts (``e3050ba3…-0.033,
         6565…``): such a list stands for the records it names.
         """
+        found = self._referenced.get(variable)
+        if found is None:
+            # Kept per variable: each evidence message's walk asks it of the same contexts and results.
+            found = self._referenced[variable] = self._referenced_units(variable)
+        return found
+
+    def _referenced_units(self, variable: str) -> list[str]:
         content = self.content(variable)
         if not content:
             return []
