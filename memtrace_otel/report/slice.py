@@ -265,40 +265,66 @@ def _fold_chains(G: nx.DiGraph, keep: set[str], protected: set[str]) -> dict[str
     return folded
 
 
-def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, str]) -> None:
-    """Fold the off-path inputs and outputs of operations with many of them (those touching nothing else)."""
-    degree: dict[str, int] = {}
+def _kept_neighbours(G: nx.DiGraph, keep: set[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each kept node's kept predecessors and successors, found once for the folds, the cap and the edges.
+
+    A dict view's ``&`` iterates the smaller side (set.intersection would iterate the dict): in a long
+    context a message touches thousands of nodes, and a slice keeps a few hundred.
+    """
+    pred, succ = G._pred, G._succ
+    return {n: pred[n].keys() & keep for n in keep}, {n: succ[n].keys() & keep for n in keep}
+
+
+def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, str],
+                   kept: tuple[dict[str, set[str]], dict[str, set[str]]]) -> None:
+    """Fold the off-path inputs and outputs of operations with many of them (those touching nothing else):
+    all but the first :data:`_SIBLINGS_KEEP` by id of an operation's unfolded, unprotected ones."""
+    into, out_of = kept
+    lone = {n for n in keep if len(into[n]) + len(out_of[n]) == 1}  # touching one kept node, its operation
     for op in sorted(n for n in keep if G._node[n].get("type") == OPERATION):
-        for side, neighbours in (("in", G._pred[op]), ("out", G._succ[op])):
-            # A dict view's ``&`` iterates the smaller side (set.intersection would iterate the
-            # dict): a search may read thousands of nodes, a slice keeps a few hundred.
-            near = neighbours.keys() & keep
+        for side, near in (("in", into[op]), ("out", out_of[op])):
             if len(near) <= _SIBLINGS_KEEP:
                 continue
-            for node in sorted(near - protected - folded.keys())[_SIBLINGS_KEEP:]:
-                if node not in degree:
-                    degree[node] = len(G._pred[node].keys() & keep) + len(G._succ[node].keys() & keep)
-                if degree[node] == 1:
-                    folded[node] = f"fold:{side}:{op}"
+            # Found by set operations (an operation may have hundreds of them): the candidates that touch
+            # nothing else, less the first few candidates by id, which stay.
+            candidates = near - protected - folded.keys()
+            folding = candidates & lone
+            if folding:
+                folding.difference_update(_first(candidates, _SIBLINGS_KEEP))
+                folded.update(dict.fromkeys(folding, f"fold:{side}:{op}"))
 
 
-def _cap(G: nx.DiGraph, keep: set[str], protected: set[str], folded: dict[str, str], limit: int) -> None:
+def _first(nodes: set[str], count: int) -> list[str]:
+    """The ``count`` smallest of ``nodes`` (a pass of ``min`` each: a few of hundreds, no sort).
+
+    >>> _first({"c", "a", "d", "b"}, 2)
+    ['a', 'b']
+    """
+    rest, found = set(nodes), []
+    for _ in range(min(count, len(rest))):
+        smallest = min(rest)
+        found.append(smallest)
+        rest.discard(smallest)
+    return found
+
+
+def _cap(keep: set[str], protected: set[str], folded: dict[str, str], limit: int,
+         kept: tuple[dict[str, set[str]], dict[str, set[str]]]) -> None:
     """Past ``limit`` shown nodes, fold the ones farthest (in hops) from the protected path."""
     shown = [n for n in keep if n not in folded]
     if len(shown) <= limit:
         return
-    # Breadth first, a level at a time (hop distances do not depend on the order within a level),
-    # with set operations over each node's kept neighbours: in a long context a message touches
-    # thousands of nodes, and a slice keeps a few hundred.
+    # Breadth first, a level at a time (hop distances do not depend on the order within a level).
+    into, out_of = kept
     distance = dict.fromkeys(protected & keep, 0)
     frontier = set(distance)
     hops = 0
-    while frontier:
+    while frontier and len(distance) < len(keep):  # the last level would reach only nodes already met
         hops += 1
         reached: set[str] = set()
         for n in frontier:
-            reached |= G._pred[n].keys() & keep
-            reached |= G._succ[n].keys() & keep
+            reached |= into[n]
+            reached |= out_of[n]
         frontier = reached.difference(distance)
         distance.update(dict.fromkeys(frontier, hops))
     ranked = sorted(shown, key=lambda n: (distance.get(n, 1 << 30), n))
@@ -343,10 +369,12 @@ def lineage_slice(G: nx.DiGraph, attribution: Any, *, max_nodes: int = 200) -> L
     keep |= set(lost)
     protected = set(core) | set(lost)
     folded = _fold_chains(G, keep, protected)
-    _fold_siblings(G, keep, protected, folded)
-    _cap(G, keep, protected, folded, max_nodes)
+    kept = _kept_neighbours(G, keep)
+    _fold_siblings(G, keep, protected, folded, kept)
+    _cap(keep, protected, folded, max_nodes, kept)
     total = len(upstream | keep)
-    return _assemble(G, keep, folded, core, evidence, lost, root, answer, case.evaluation, total, memo)
+    return _assemble(G, keep, folded, core, evidence, lost, root, answer, case.evaluation, total, memo,
+                     kept[1])
 
 
 def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str],
@@ -368,7 +396,7 @@ def _node(G: nx.DiGraph, node: str, time: float, marks: frozenset[str],
 
 def _assemble(G: nx.DiGraph, keep: set[str], folded: dict[str, str], core: list[str], evidence: list[str],
               lost: list[str], root: str | None, answer: str | None, evaluation: str,
-              total: int, memo: _Memo) -> LineageSlice:
+              total: int, memo: _Memo, successors: dict[str, set[str]]) -> LineageSlice:
     times, traces = memo.times, memo.traces
     core_set, evidence_set, lost_set = set(core), set(evidence), set(lost)
     overwritten = memo.overwritten
@@ -382,7 +410,7 @@ def _assemble(G: nx.DiGraph, keep: set[str], folded: dict[str, str], core: list[
             nodes[node] = _node(G, node, _time(G, node, times), marks, traces)
     for group, members in groups.items():
         nodes[group] = _collapsed(G, group, members, times, traces)
-    edges = _edges(G, keep, folded, core_set | lost_set)
+    edges = _edges(keep, folded, core_set | lost_set, successors)
     ordered = sorted(nodes.values(), key=lambda n: (n.time, n.id))
     return LineageSlice(ordered, edges, _traces(G, keep, times, traces), root, lost, total)
 
@@ -400,16 +428,18 @@ def _collapsed(G: nx.DiGraph, group: str, members: list[str], times: dict[str, f
                      detail, None, frozenset(), len(members))
 
 
-def _edges(G: nx.DiGraph, keep: set[str], folded: dict[str, str], path: set[str]) -> list[tuple[str, str]]:
-    """Edges between drawn nodes; when too dense to read, those of the path and one into each node."""
+def _edges(keep: set[str], folded: dict[str, str], path: set[str], successors: dict[str, set[str]]
+           ) -> list[tuple[str, str]]:
+    """Edges between drawn nodes (``successors``: each kept node's kept successors); when too dense to
+    read, those of the path and one into each node."""
     edges: set[tuple[str, str]] = set()
     for u in keep:
-        # The kept successors (``&`` walks the smaller side: a message may feed thousands of nodes),
-        # mapped to their drawn nodes in C (``folded.get(v, v)``): a long context's slice has tens of
-        # thousands of edges that fold into a few hundred, so the set of targets is built before any
-        # Python-level loop. Both results below are sorted, so the walk's order does not matter.
+        # The kept successors mapped to their drawn nodes in C (``folded.get(v, v)``): a long context's
+        # slice has tens of thousands of edges that fold into a few hundred, so the set of targets is
+        # built before any Python-level loop. Both results below are sorted, so the walk's order does
+        # not matter.
         a = folded.get(u, u)
-        targets: set[str] = set(map(folded.get, *itertools.tee(G._succ[u].keys() & keep)))  # type: ignore[arg-type]
+        targets: set[str] = set(map(folded.get, *itertools.tee(successors[u])))  # type: ignore[arg-type]
         targets.discard(a)
         edges.update(zip(itertools.repeat(a), targets))
     drawn = len(set(folded.values())) + len(keep) - len(folded)
