@@ -753,6 +753,35 @@ def test_a_later_search_that_passed_over_the_answer_beats_one_that_missed_a_turn
     assert (verdict.operation, verdict.error_type) == (system.ops["search maria"], ErrorType.RETRIEVAL)
 
 
+@pytest.mark.parametrize(("maria_said", "maria_fact", "blamed"), [
+    ("[1 January 2023] Maria: Last month I took a sunset picture at the beach, it made me feel so calm.",
+     "Maria took a peaceful sunset picture at the beach last month (December 2022).", "search maria"),
+    ("[20 December 2022] Maria: Today I took a sunset picture at the beach, it made me feel so calm.",
+     "Maria took a peaceful sunset picture at the beach (20 December 2022).", "search john"),
+])
+def test_a_date_a_memory_told_apart_from_its_day_states_the_answer_beside_a_turn_saying_none(
+        tracer_provider, span_exporter, maria_said, maria_fact, blamed):
+    """The evidence id names John's reply beside Maria's turn, and it says no date ("I took plenty of beach
+    pics as a kid"); John's search, the first, passed over its unit. Maria's store held her turn's unit
+    dated December 2022 while her message was said on 1 January 2023: "last month", resolved, is what her
+    sentence told, so the unit states the answer, and her search, which passed over it, failed. Said on 20
+    December, the date is the day every fact of that message holds: no sign the unit states the answer, and
+    John's search stays at fault."""
+    system = _Mem0(tracer_provider)
+    system.add("D3:14", maria_said, maria_fact, store="maria")
+    system.add("D3:15", "[1 January 2023] John: Wow, nature can be so beautiful! It reminds me of the film "
+               "camera I had as a kid, I took plenty of beach pics.",
+               "John had a film camera as a kid and took plenty of beach pics (1 January 2023).", store="john")
+    system.add("D4:1", "[8 January 2023] John: I started a new job at the bank.",
+               "John started a new job at the bank (8 January 2023).", store="john")
+    system.add("D4:2", "[8 January 2023] Maria: I adopted a puppy named Coco!",
+               "Maria adopted a puppy named Coco (8 January 2023).", store="maria")
+    system.ask("When did Maria go to the beach?", "December 2022", ["D3:15"], [],
+               stores={"john": ["D4:1"], "maria": ["D4:2"]})
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (system.ops[blamed], ErrorType.RETRIEVAL)
+
+
 def test_a_search_that_missed_the_alive_unit_holding_what_the_extractor_wrote_is_the_retrieval_error(
         tracer_provider, span_exporter):
     """No unit says the abstractive gold in its words, but the council fact the extraction wrote was

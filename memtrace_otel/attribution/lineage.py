@@ -51,7 +51,11 @@ off the graph without a model:
    the evidence's own unit was lost first, the loss decided unless the search
    would have passed over the lost unit too. With one search per
    store (a mem0 app searches each speaker), an earlier search of another
-   store that passed over a unit saying the whole answer failed first; and a
+   store that passed over a unit saying the whole answer failed first
+   (whenever it ran, when the blamed search's carrier is a turn of another
+   speaker than the one asked that said none of the gold; a date gold is
+   said whole there by a unit dated otherwise than the day its message was
+   said, "last month" resolved: its sentence told the date); and a
    search that passed over a carrier decided nothing when another search
    returned a carrier written from the evidence, or one saying the whole
    answer: the reader had it either way. Nor did one that passed over (or a
@@ -1150,7 +1154,9 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         carrier = verdict.carrier
         unsaid = (not info.said and tokenize(index.speaker(evidence)).isdisjoint(asked)
                   and (carrier is None or stated.gold.keys().isdisjoint(index.tokens(carrier))))
-        verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked),
+        # That sentence said no date either: a unit stating a date gold as its sentence told it (not the day its
+        # message was said) is one stating the answer (``dated``).
+        verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked, dated=unsaid),
                                 later=unsaid) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for
     # "since this one went badly") are the asker's, not the answer said.

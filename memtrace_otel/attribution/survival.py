@@ -373,13 +373,14 @@ def _gold_lines(index: GraphIndex, variable: str) -> list[frozenset[str]]:
     return [tokenize(_DAY_OF_MONTH.sub(r"\1\2\3", line)) for line in split_lines(index.text(variable))]
 
 
-def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False
-                  ) -> Callable[[frozenset[str]], bool] | None:
+def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False,
+                  dated: bool = False) -> Callable[[frozenset[str]], bool] | None:
     """The test of a line stating the whole ``gold``: :data:`_STATES_GOLD_SHARE` of it, its exact tokens and
     ``exact``, and a word of the question (``asked``) besides them and its dates (a "3" in a line about
     another thing does not answer "how many turtles"); ``None`` for no gold or a date gold (a month, a
-    year), which every fact of its session holds."""
-    if not gold.gold or months_and_years(gold.gold):
+    year), which every fact of its session holds, unless ``dated`` (the caller tells the line's date from
+    its message's day: :func:`stating_gold`)."""
+    if not gold.gold or (months_and_years(gold.gold) and not dated):
         return None
     weights, exact = gold.gold, gold.exact | exact
     # A date the question names is in every line of that day: no word of the question's topic.
@@ -403,7 +404,7 @@ def whole_gold_test(index: GraphIndex, gold: Information, exact: frozenset[str],
 
 
 def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
-                 session_of: str | None = None) -> list[str]:
+                 session_of: str | None = None, dated: bool = False) -> list[str]:
     """Memory units alive in the question's stores when it is asked, not held by the answer's context,
     with a line stating the whole ``gold`` (:func:`_states_whole`, ``exact`` the evidence's exact tokens).
     Sorted by name.
@@ -411,11 +412,17 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
     With ``session_of`` (the evidence message), only units written from a message said the same day, whose
     line need not hold a word of the question: one conversation's turns of a day talk about one thing (a
     photo and what its speaker says of it next), so that day is what ties the unit to the question.
+
+    With ``dated``, a date gold (a month, a year) is stated whole too, by a unit none of whose messages was
+    said on a day of that month or year: mem0 dates every memory by its message, so the day a message was
+    said is in every fact of it; a date that is not that day is what the sentence told ("last month" said
+    on 1 January 2023, "Maria took a sunset picture at the beach last month (December 2022)").
     """
     index = case.index
-    states = _states_whole(gold, exact, asked, topic_free=session_of is not None)
+    states = _states_whole(gold, exact, asked, topic_free=session_of is not None, dated=dated)
     if states is None:
         return []
+    dates = months_and_years(gold.gold)
     day = _day_of(index, session_of) if session_of is not None else None
     if session_of is not None and day is None:
         return []
@@ -427,9 +434,17 @@ def stating_gold(case: LineageCase, gold: Information, exact: frozenset[str], as
         if (index.produced_at(variable) < case.query_time and _memory(index, variable)
                 and _alive_at_question(case, variable) == variable and unread(variable)
                 and any(states(line) for line in _gold_lines(index, variable))
-                and (day is None or any(_day_of(index, m) == day for m in index.origin_messages(variable)))):
+                and (day is None or any(_day_of(index, m) == day for m in index.origin_messages(variable)))
+                and (not dates or _told_date(index, variable, dates))):
             found.append(variable)
     return found
+
+
+def _told_date(index: GraphIndex, variable: str, dates: frozenset[str]) -> bool:
+    """Whether ``variable``'s messages were all said on days outside the month or year ``dates`` name (and it
+    has a dated one): the date it holds is what its sentence told, not the day it was said."""
+    days = [_day_of(index, m) for m in index.origin_messages(variable)]
+    return bool(days) and all(day is not None and not dates <= tokenize(day) for day in days)
 
 
 def removed_on_day(case: LineageCase, gold: Information, exact: frozenset[str], asked: frozenset[str], *,
