@@ -771,7 +771,8 @@ def test_a_date_a_memory_told_apart_from_its_day_states_the_answer_beside_a_turn
     system.add("D3:14", maria_said, maria_fact, store="maria")
     system.add("D3:15", "[1 January 2023] John: Wow, nature can be so beautiful! It reminds me of the film "
                "camera I had as a kid, I took plenty of beach pics.",
-               "John had a film camera as a kid and took plenty of beach pics (1 January 2023).", store="john")
+               "John had a film camera as a kid and took plenty of beach pics (1 January 2023).",
+               store="john")
     system.add("D4:1", "[8 January 2023] John: I started a new job at the bank.",
                "John started a new job at the bank (8 January 2023).", store="john")
     system.add("D4:2", "[8 January 2023] Maria: I adopted a puppy named Coco!",

@@ -1154,8 +1154,8 @@ def _trace(case: LineageCase, failure: FailureCase, evidence: str, told: frozens
         carrier = verdict.carrier
         unsaid = (not info.said and tokenize(index.speaker(evidence)).isdisjoint(asked)
                   and (carrier is None or stated.gold.keys().isdisjoint(index.tokens(carrier))))
-        # That sentence said no date either: a unit stating a date gold as its sentence told it (not the day its
-        # message was said) is one stating the answer (``dated``).
+        # That sentence said no date either: a unit stating a date gold as its sentence told it (not the day
+        # its message was said) is one stating the answer (``dated``).
         verdict = _earlier_miss(case, verdict, stating_gold(case, stated, info.exact, asked, dated=unsaid),
                                 later=unsaid) or verdict
     # A sentence that asks states nothing: the gold's words in it ("what's been up since we talked?" for

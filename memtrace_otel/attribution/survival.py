@@ -373,8 +373,8 @@ def _gold_lines(index: GraphIndex, variable: str) -> list[frozenset[str]]:
     return [tokenize(_DAY_OF_MONTH.sub(r"\1\2\3", line)) for line in split_lines(index.text(variable))]
 
 
-def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *, topic_free: bool = False,
-                  dated: bool = False) -> Callable[[frozenset[str]], bool] | None:
+def _states_whole(gold: Information, exact: frozenset[str], asked: frozenset[str], *,
+                  topic_free: bool = False, dated: bool = False) -> Callable[[frozenset[str]], bool] | None:
     """The test of a line stating the whole ``gold``: :data:`_STATES_GOLD_SHARE` of it, its exact tokens and
     ``exact``, and a word of the question (``asked``) besides them and its dates (a "3" in a line about
     another thing does not answer "how many turtles"); ``None`` for no gold or a date gold (a month, a
