@@ -258,3 +258,108 @@ def test_a_repr_list_of_strings_decodes_as_the_python_literal_would_and_nothing_
         assert decode_value(value) == json.dumps(ast.literal_eval(value), ensure_ascii=False), value
     for kept in ("['a', 3]", "[b'x']", "['a'] + ['b']", "['unterminated]", "[1, 2]", "['a' 'b']"):
         assert decode_value(kept) == kept
+
+
+def test_a_repr_record_decodes_as_the_python_literal_would_and_nothing_else_does() -> None:
+    """An app that traces its memory units as dicts gets them ``repr``-encoded: a flat record of string
+    keys to strings, numbers and constants reads as the same record in JSON (so its text field is what it
+    says); JSON is kept as written, and anything with a nested or unknown value is kept as it is."""
+    import ast
+    import random
+
+    from memtrace_otel.spans.smartcomment import decode_value
+
+    rnd = random.Random(11)
+    alphabet = "ab '\"\\\n\t\x00\x7fé€😀,:{}"
+    scalars = [True, False, None, 0, -3, 12, 2.5, -0.25]
+    for _ in range(3000):
+        record = {"".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 6))):
+                  ("".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 8))) if rnd.random() < 0.7
+                   else rnd.choice(scalars)) for _ in range(rnd.randint(1, 4))}
+        value = repr(record)
+        assert decode_value(value) == json.dumps(ast.literal_eval(value), ensure_ascii=False), value
+    for kept in ('{"id": "m1", "text": "Ann"}', "{'id': ['m1']}", "{'a': {'b': 'c'}}", "{1: 'a'}",
+                 "{'a': b'x'}", "{'a': 1e-05}", "{'a'}", "{'a': 'b'", "{}"):
+        assert decode_value(kept) == kept
+
+
+def _toy_graph(context: list[str], error_type: str, blamed: str) -> dict[str, Any]:
+    """A smartcomment graph as the real package writes an app that keeps its memory units as dicts
+    (``{'id': 'm3', 'text': ...}``, ``repr``-encoded): three messages each extracted into a unit (the
+    second garbled), then one question: a retrieval reading the units and writing ``context`` (their
+    texts, as a list), an answer, a judge, and the annotation naming ``blamed`` and ``error_type``."""
+    common = {"graph_id": "graph-toy", "user_id": None, "project_id": "toy", "metadata": {},
+              "filename": "app.py", "lineno": 1, "trigger_point": "app.py:1", "comment": None}
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    operations: list[dict[str, Any]] = []
+    clock = iter(range(10, 60))
+
+    def node(name: str, value: str, category: str, session: str, class_name: str | None = None) -> str:
+        nodes.append({**common, "created_at": f"2026-11-23 06:14:{next(clock):02d}.000", "name": name,
+                      "version": 1, "value": value, "category": category, "class_name": class_name,
+                      "session_id": session, "full_name": name, "node_id": f"{name}@1",
+                      "full_node_id": f"{name}@1"})
+        return f"{name}@1"
+
+    def op(name: str, category: str, session: str, inputs: list[str], outputs: list[str]) -> None:
+        op_id = f"op-{len(operations):02d}"
+        at = f"2026-11-23 06:14:{next(clock):02d}.000"
+        operations.append({**common, "created_at": at, "op_id": op_id, "op_name": name, "category": category,
+                           "session_id": session})
+        edges.extend({**common, "created_at": at, "edge_id": f"edge-{op_id}-{i}-{o}", "op_id": op_id,
+                      "category": category, "session_id": session, "source_full_node_id": i,
+                      "target_full_node_id": o} for i in inputs for o in outputs)
+
+    said = ["Alice: I adopted a dog named Rex last spring.", "Alice: My favourite food is ramen.",
+            "Alice: My birthday is on March 14."]
+    stored = ["Alice: I adopted a dog named Rex last spring.", "Alice: Alice mentioned a favourite food.",
+              "Alice: My birthday is on March 14."]
+    units = []
+    for n, (message, unit) in enumerate(zip(said, stored, strict=True), 1):
+        msg = node(f"msg:D1:{n}", repr(message), "message", "s-ingest", "msg")
+        units.append(node(f"memory:m{n}", repr({"id": f"m{n}", "text": unit}), "memory_unit", "s-ingest",
+                          "memory"))
+        op("toymem.extract", "extraction", "s-ingest", [msg], [units[-1]])
+    question = "When is Alice's birthday?"
+    query = node("str:q", repr(question), "query", "s-qa")
+    listed = node("list:ctx", repr(context), "context", "s-qa")
+    op("toymem.retrieve", "retrieval", "s-qa", [query, *units], [listed])
+    answer = node("str:a", repr("It is ramen."), "answer", "s-qa")
+    op("toymem.answer", "generation", "s-qa", [query, listed], [answer])
+    gold = node("str:g", repr("March 14"), "gold", "s-qa")
+    verdict = node("dict:v", repr({"question": question, "correct": False}), "verdict", "s-qa")
+    op("toymem.judge", "evaluation", "s-qa", [answer, gold], [verdict])
+    sessions = [{**common, "created_at": "2026-11-23 06:14:00.000", "session_id": s, "session_name": s,
+                 "category": category} for s, category in (("s-ingest", "ingest"), ("s-qa", "qa"))]
+    final = next(o["op_id"] for o in operations if o["op_name"] == blamed)
+    annotation = {"query_id": "alice-q1", "query": question, "golden_answers": ["March 14"],
+                  "prediction": "It is ramen.", "source_evidence_ids": ["D1:3"],
+                  "final_error_type": error_type, "final_op_id": final}
+    return {"graph_id": "graph-toy", "user_id": None, "project_id": "toy", "storage_path": None,
+            "strict": False, "driver_type": "in_memory", "created_at": "2026-11-23 06:14:00.000",
+            "metadata": {}, "data": {"nodes": nodes, "edges": edges, "operations": operations,
+                                     "sessions": sessions, "annotations": [annotation]}}
+
+
+@pytest.mark.parametrize(("context", "blamed", "error_type"), [
+    # The retrieval handed the birthday's unit on by its text (not its record): the reader had it.
+    (["Alice: Alice mentioned a favourite food.", "Alice: My birthday is on March 14."],
+     "toymem.answer", ErrorType.RESPONSE),
+    # It left the unit out: the retrieval lost the fact.
+    (["Alice: Alice mentioned a favourite food.", "Alice: I adopted a dog named Rex last spring."],
+     "toymem.retrieve", ErrorType.RETRIEVAL),
+])
+def test_a_retrieval_that_handed_a_dict_units_text_on_passed_it_on(
+        tmp_path: Path, context: list[str], blamed: str, error_type: ErrorType) -> None:
+    """The retrieval's output lists the units' texts; the units themselves are ``repr``-encoded dicts
+    whose id and keys a retriever never hands on. Whether the retrieval passed the evidence's unit on is
+    judged by what the unit says, so a reader that had it and answered wrong is to blame."""
+    path = _write(tmp_path / "toy.json", _toy_graph(context, error_type.value, blamed))
+    read = read_span_files([path])
+    assert read.problems == []
+    G = build_graph(read.spans)
+    (evaluation,) = failed_evaluations(G)
+    verdict = create_engine("lineage").attribute(G, FailureCase.from_graph(G, evaluation))
+    assert verdict.operation is not None
+    assert (G.nodes[verdict.operation]["name"], verdict.error_type) == (blamed, error_type)

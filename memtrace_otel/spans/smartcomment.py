@@ -111,6 +111,12 @@ _REPR_STRING = re.compile(_REPR_STRING_PATTERN, re.DOTALL)
 _REPR_LIST = re.compile(rf"\[\s*(?:{_REPR_STRING_PATTERN})(?:\s*,\s*(?:{_REPR_STRING_PATTERN}))*\s*,?\s*\]",
                         re.DOTALL)
 """A ``repr``-encoded list of strings, nothing else in it."""
+_REPR_SCALAR_PATTERN = rf"{_REPR_STRING_PATTERN}|True|False|None|-?\d+(?:\.\d+)?"
+_REPR_SCALAR = re.compile(_REPR_SCALAR_PATTERN, re.DOTALL)
+_REPR_ITEM_PATTERN = rf"(?:{_REPR_STRING_PATTERN})\s*:\s*(?:{_REPR_SCALAR_PATTERN})"
+_REPR_DICT = re.compile(rf"\{{\s*{_REPR_ITEM_PATTERN}(?:\s*,\s*{_REPR_ITEM_PATTERN})*\s*,?\s*\}}", re.DOTALL)
+"""A ``repr``-encoded record: string keys, each to a string, a number, ``True``, ``False`` or ``None``."""
+_REPR_CONSTANTS: dict[str, object] = {"True": True, "False": False, "None": None}
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -120,19 +126,45 @@ def _unescape(match: re.Match[str]) -> str:
     return _SIMPLE_ESCAPES.get(code, match.group(0))
 
 
+def _repr_scalar(literal: str) -> object:
+    """One scalar of a ``repr``-encoded record, as the value it writes (nothing evaluated)."""
+    if literal[:1] in "'\"":
+        return _REPR_ESCAPE.sub(_unescape, literal[1:-1])
+    if literal in _REPR_CONSTANTS:
+        return _REPR_CONSTANTS[literal]
+    return float(literal) if "." in literal else int(literal)
+
+
+def _is_json(value: str) -> bool:
+    """Whether ``value`` is JSON already (MemBase writes its records so): kept as written."""
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
 def decode_value(value: str) -> str:
     """The text of a smartcomment ``value``: a ``repr``-encoded string is unquoted, a ``repr``-encoded
     list of strings (MemBase's extracted facts, ``"['Ann adopted a dog.']"``) becomes the same list in
-    JSON, so a reader sees its items as statements; anything else is kept.
+    JSON, so a reader sees its items as statements, and a ``repr``-encoded flat record (an app's memory
+    unit traced as a dict, ``"{'id': 'm7', 'text': 'Ann adopted a dog.'}"``) becomes the same record in
+    JSON, so its text field is what it says, as a JSON memory's is (its id and keys are no words of
+    the unit: a retriever that handed on the unit's text handed on all it says); anything else is kept.
 
-    Nothing is evaluated: only string literals are unescaped, and a list is taken only when it is
-    string literals and commas (:data:`_REPR_LIST`). A short list's brackets must not read as a
-    line's ``[date]`` header.
+    Nothing is evaluated: only string literals are unescaped, a list is taken only when it is
+    string literals and commas (:data:`_REPR_LIST`), and a record only when it is string keys to
+    string, number and constant literals (:data:`_REPR_DICT`). A short list's brackets must not read
+    as a line's ``[date]`` header.
 
     >>> decode_value("'Alice: I\\\\'m home'")
     "Alice: I'm home"
-    >>> decode_value("{'id': 'm1'}")
-    "{'id': 'm1'}"
+    >>> decode_value("{'id': 'm1', 'text': 'Ann adopted a dog.', 'deleted': True}")
+    '{"id": "m1", "text": "Ann adopted a dog.", "deleted": true}'
+    >>> decode_value('{"id": "m1"}')
+    '{"id": "m1"}'
+    >>> decode_value("{'id': ['m1']}")
+    "{'id': ['m1']}"
     >>> decode_value("['Nate hosted a party with 7 guests.']")
     '["Nate hosted a party with 7 guests."]'
     >>> decode_value("['a', 3]")
@@ -143,6 +175,9 @@ def decode_value(value: str) -> str:
     if len(value) >= 4 and value[0] == "[" and value[-1] == "]" and _REPR_LIST.fullmatch(value):
         return json.dumps([_REPR_ESCAPE.sub(_unescape, item.group(0)[1:-1])
                            for item in _REPR_STRING.finditer(value)], ensure_ascii=False)
+    if value[:1] == "{" and value[-1:] == "}" and _REPR_DICT.fullmatch(value) and not _is_json(value):
+        scalars = [_repr_scalar(item.group(0)) for item in _REPR_SCALAR.finditer(value)]
+        return json.dumps(dict(zip(scalars[::2], scalars[1::2], strict=True)), ensure_ascii=False)
     return value
 
 
