@@ -1477,6 +1477,37 @@ def test_a_search_is_judged_by_what_it_returned_not_by_the_candidates_it_checked
     assert (verdict.operation, verdict.error_type) == (system.ops["bundle"], ErrorType.RETRIEVAL)
 
 
+PAIR_MESSAGE = "Caroline: I have been playing the violin, the cello and the piano for ten years now."
+CHURCH = "2c3d4e5f60718293a4b5c6d7"
+
+
+@pytest.mark.parametrize(("other", "blamed"), [
+    # Another message's memory holding part of the gold: the words, not the fact the question asks.
+    (("Caroline: I have been playing the violin and the cello at church for ten years.",
+      "Caroline has played the violin and the cello at church for ten years."), "rerank q1"),
+    # Another message's memory stating the whole gold: the reader had the answer either way.
+    (("Caroline: I play the violin, the cello and the piano at church.",
+      "Caroline plays the violin, the cello and the piano at church."), "answer q1"),
+])
+def test_a_search_step_that_dropped_the_evidences_memory_and_passed_on_only_another_saying_lost_it(
+        tracer_provider, span_exporter, other, blamed):
+    """The final rerank read the candidate list holding the evidence's memory and returned only another
+    message's memory, which the word test sees carrying the fact (part of a two-part gold). A memory from
+    elsewhere sharing the gold's words may tell another event, and the answer failed on it: the search step
+    that dropped the evidence's own saying lost the fact (RetrievalError), not the reader. When the memory
+    it passed on states the whole gold, the reader had the answer (ResponseError)."""
+    system = EverMemOS(tracer_provider)
+    system.ingest(FACT_ID, PAIR_MESSAGE,
+                  "Caroline has played the violin, the cello and the piano for ten years.")
+    system.ingest("1b2c3d4e5f60718293a4b5c6", *UNITS["1b2c3d4e5f60718293a4b5c6"])
+    system.ingest(CHURCH, *other)
+    context = system.search("q1", [CHURCH])
+    system.answer("q1", context, "guitar", gold="violin, cello and piano")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (
+        system.ops[blamed], ErrorType.RETRIEVAL if blamed.startswith("rerank") else ErrorType.RESPONSE)
+
+
 RAINBOW = "Caroline: I was out walking in my neighborhood when I came across this cool rainbow sidewalk."
 RAINBOW_Q = "What did Caroline find in her neighborhood during her walk?"
 
@@ -1608,10 +1639,11 @@ EPISODE_IDS = ("a1b2c3d4e5f6a7b8c9d0e1f2", "b7c8d9e0f1a2b3c4d5e6f7a8", "c9d8e7f6
 
 def _episodes(provider: TracerProvider, said: str, when: str, episode: str, question: str, gold: str, *,
               returned: bool, prediction: str = "I don't know.",
-              recorded: Callable[[str, str], str] = _said) -> dict[str, str]:
+              recorded: Callable[[str, str], str] = _said, by_id: bool = True) -> dict[str, str]:
     """Three memcells ingested raw and rewritten by their extraction into an episode; the evidence's is
-    ``episode`` (the others are about other things); a search in steps (candidates, then a rerank whose
-    context holds the evidence's unit when ``returned``), a wrong answer and its judge."""
+    ``episode`` (the others are about other things); a search in steps (candidates, listed by id or, not
+    ``by_id``, by their episodes' texts, then a rerank whose context holds the evidence's unit when
+    ``returned``), a wrong answer and its judge."""
     system = EverMemOS(provider)
     mt = system.mt
     cells = [(EPISODE_IDS[0], said, episode),
@@ -1630,10 +1662,12 @@ def _episodes(provider: TracerProvider, said: str, when: str, episode: str, ques
             system.remember(f"extract {rid}", op)
             units[rid] = op.update(unit, json.dumps({"event_id": rid, "timestamp": when, "episode": written}))
     with mt.operation("memory_system.hybrid_retrieval", Category.RETRIEVAL) as op:
+        system.remember("hybrid", op)
         op.read("query:q1", content=question, kind=VariableKind.QUERY)
         for unit in units.values():
             op.read(unit)
-        ranked = ", ".join(f"{r}-{3 - n}.0" for n, r in enumerate(units))
+        ranked = (", ".join(f"{r}-{3 - n}.0" for n, r in enumerate(units)) if by_id
+                  else "\n".join(episodes[r] for r in units))
         results = op.write("hybrid_retrieval_results:q1", ranked, kind=VariableKind.OTHER)
     with mt.operation("memory_system.agentic_final_rerank", Category.RETRIEVAL) as op:
         system.remember("rerank", op)
@@ -1678,6 +1712,18 @@ def test_a_day_read_from_a_chat_header_with_a_time_of_day_anchors_a_relative_dat
                     f"On 2023-05-08, Caroline and Melanie had a conversation. {GROUP_FACT}", GROUP,
                     "7 May 2023", returned=False,
                     recorded=lambda text, when: f"[1:56 pm on 8 May, 2023] Caroline: {text}")
+    verdict = verdict_of(span_exporter)
+    assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
+
+
+def test_a_search_step_that_handed_the_evidences_episode_on_in_its_candidates_did_not_drop_it(
+        tracer_provider, span_exporter):
+    """The candidate list holds the evidence's episode in its own words (not its id); the rerank after it
+    left the episode out. The step whose own output held the episode passed it on: the rerank that
+    dropped it is to blame, not the step listing candidates."""
+    ops = _episodes(tracer_provider, GROUP_SAID, "2023-05-08T13:56:00",
+                    f"On 2023-05-08, Caroline and Melanie had a conversation. {GROUP_FACT}", GROUP,
+                    "7 May 2023", returned=False, by_id=False)
     verdict = verdict_of(span_exporter)
     assert (verdict.operation, verdict.error_type) == (ops["rerank"], ErrorType.RETRIEVAL)
 

@@ -58,7 +58,14 @@ off the graph without a model:
    said, "last month" resolved: its sentence told the date); and a
    search that passed over a carrier decided nothing when another search
    returned a carrier written from the evidence, or one saying the whole
-   answer: the reader had it either way. Nor did one that passed over (or a
+   answer: the reader had it either way. A search (or a step of one) that
+   read a carrier on the evidence's lineage and passed on neither it nor a
+   memory stating the whole gold, only other memories sharing some of the
+   gold's words, lost the fact (RetrievalError): such a memory may tell
+   another event, and the answer failed on it. What an op passed on is read
+   off its own outputs (the unit's words in one, or its id listed): a step
+   that listed the evidence's episode among its candidates handed it on,
+   and the later step that dropped it lost it. Nor did one that passed over (or a
    reader that had) a carrier of the evidence sentence's fact holding under
    half of what the message said of the gold, when another sentence of the
    message stated the answer and the extraction that read it kept none of
@@ -334,6 +341,11 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
         outputs = _results(index, op) if index.category(op) in _READ_OPS else [
             v for v in index.written(op) if v in case.answer_slice or v == case.answer]
         kept = next((v for v in outputs if carries(v)), None)
+        # What a search step passed on may carry only as another message's memory sharing the gold's
+        # words, while it dropped the evidence's own: it lost the fact (_own_dropped).
+        if kept is not None and index.category(op) in _READ_OPS and (
+                lost := _own_dropped(case, carries, read[op], outputs, told, stated, asked)) is not None:
+            return _read_verdict(case, op, lost)
         if kept is not None:
             if index.data(kept).get("kind") not in _NOT_CONTEXT:  # a query says the question, not the fact
                 reached = reached or kept
@@ -365,6 +377,64 @@ def _read_side(case: LineageCase, carries: Carrying, asked: frozenset[str] = fro
             case.answer,
         )
     return None
+
+
+def _units_behind(case: LineageCase, variable: str) -> list[str]:
+    """The stored units ``variable`` is or stands for: itself, the memory it copies, the records it lists."""
+    index = case.index
+    unit = index.original(variable) or variable
+    producer = index.producer(unit)
+    if index.is_stored(unit) and (producer is None or index.category(producer) not in _READ_PATH):
+        return [unit]
+    when = index.produced_at(variable)
+    when = case.query_time if when < 0 else when
+    return [state for name in index.referenced_units(variable)
+            if (state := index.state_at(name, when)) is not None]
+
+
+def _own_dropped(case: LineageCase, carries: Carrying, read: list[str], outputs: list[str],
+                 told: frozenset[str], stated: Information | None, asked: frozenset[str]) -> str | None:
+    """A carrier on an evidence message's lineage that a read-side op (a search or one of its steps) read
+    (``read``) and did not pass on (``outputs``), when what it passed on carries the fact only as other
+    memories, none stating the whole gold; ``None`` otherwise.
+
+    The presence test sees a memory from elsewhere carrying when it shares enough of the gold's words (half,
+    in a paraphrase of the evidence sentence), but a memory of another message sharing some of the answer's
+    words may tell another event ("Tim recommends a fantasy novel" for the articles he writes about fantasy
+    novels, characters, themes and book recommendations): that it reached the reader shows the words reached
+    it, not the fact, and the answer failed on it. The search that had the evidence's own saying and left it
+    out lost the fact first (as :func:`_reached_otherwise` counts another search's unit from elsewhere only
+    when it states the whole gold). A passed-on memory stating the whole gold (with a word of the question)
+    gave the reader the answer: the reader stays to blame.
+
+    Whether the op passed the carrier on is judged by the op's own outputs, not by the answerer's context:
+    a retrieval that listed the evidence's episode among its candidates (by its words, or by its id, as
+    EverMemOS's ``hybrid_retrieval_results`` lists ids) handed it on, and the rerank after it that
+    dropped it is the step that lost it. A carrier the answerer's context holds reached the reader by
+    some way: the reader had it.
+    """
+    index = case.index
+    if carries.info.source != "gold" or asks(carries.info.text):
+        return None
+    says_gold = whole_gold_test(index, stated, carries.info.exact, asked) if stated is not None else None
+    if says_gold is not None and any(says_gold(u) for v in outputs if carries(v)
+                                     for u in (v, *_units_behind(case, v))):
+        return None
+    lineage = set(carries.lineage_stored())
+    own = [u for v in read for u in _units_behind(case, v)
+           if (u in lineage or u in carries.written_from or not told.isdisjoint(index.origin_messages(u)))
+           and carries(u)]
+    if not own:
+        return None
+    # Passed on is judged by the op's own outputs (a unit's words in one of them, or its id listed): a search
+    # that handed the evidence's unit on in its candidate list did its part when a later step dropped it.
+    passed = {index.data(u)["name"] for v in outputs for u in _units_behind(case, v)}
+    handed = [index.tokens(v) for v in outputs]
+    unread = unread_by(case)
+    if any(index.data(u)["name"] in passed or any(index.tokens(u) <= held for held in handed) or not unread(u)
+           for u in own):
+        return None
+    return own[0]
 
 
 def _reached_otherwise(case: LineageCase, retrieval: str, carries: Carrying, told: frozenset[str],
