@@ -617,14 +617,8 @@ class Carrying:
     def _references_carrier(self, variable: str) -> bool:
         """Whether ``variable`` lists the id of a stored record that carries the information when it
         was written (a retrieval passing on ids and scores carries what those records say)."""
-        index = self.case.index
-        when = index.produced_at(variable)
-        when = self.case.query_time if when < 0 else when
-        for name in index.referenced_units(variable):
-            state = index.state_at(name, when)
-            if state is not None and state != variable and self(state):
-                return True
-        return False
+        return any(state != variable and self(state)
+                   for state in self.case.index.referenced_states(variable, self.case.query_time))
 
     def forward(self) -> tuple[list[str], list[str]]:
         if self._forward is None:

@@ -581,6 +581,14 @@ class GraphIndex:
             found = self._referenced[variable] = self._referenced_units(variable)
         return found
 
+    def referenced_states(self, variable: str, unproduced: int) -> list[str]:
+        """The versions of :meth:`referenced_units` current when ``variable`` was written (at execution
+        order ``unproduced`` for a variable no operation wrote): what a list of ids stood for then."""
+        when = self.produced_at(variable)
+        when = unproduced if when < 0 else when
+        return [state for name in self.referenced_units(variable)
+                if (state := self.state_at(name, when)) is not None]
+
     def _referenced_units(self, variable: str) -> list[str]:
         content = self.content(variable)
         if not content:

@@ -386,10 +386,7 @@ def _units_behind(case: LineageCase, variable: str) -> list[str]:
     producer = index.producer(unit)
     if index.is_stored(unit) and (producer is None or index.category(producer) not in _READ_PATH):
         return [unit]
-    when = index.produced_at(variable)
-    when = case.query_time if when < 0 else when
-    return [state for name in index.referenced_units(variable)
-            if (state := index.state_at(name, when)) is not None]
+    return index.referenced_states(variable, case.query_time)
 
 
 def _own_dropped(case: LineageCase, carries: Carrying, read: list[str], outputs: list[str],
