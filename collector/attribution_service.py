@@ -164,9 +164,14 @@ class _ReadBack:
         """The spans of failed traces in stored request ``request_id``, until their jobs take them."""
         with self._lock:
             for trace_id, spans in found.items():
+                have = self._kept.setdefault(trace_id, {})
+                if request_id in have:
+                    continue  # kept at receive, and read back again by another trace's job: counted once
                 if self._kept_spans + len(spans) > self._MAX_KEPT_SPANS:
+                    if not have:
+                        del self._kept[trace_id]
                     return  # read back from the store instead
-                self._kept.setdefault(trace_id, {})[request_id] = spans
+                have[request_id] = spans
                 self._kept_spans += len(spans)
 
     def spans_of(self, trace_id: str) -> list[SpanRecord]:
@@ -433,6 +438,7 @@ class AttributionService:
                     continue
             if current >= redo.until:
                 self.store.forget_redo(redo.trace_id)
+                self._read_back.forget(redo.trace_id)  # spans another job's read-back kept for it
                 self.stats.add(redo_expired=1)
                 _logger.warning("trace %s: the backend did not answer within %g s; its provisional verdict "
                                 "stays", redo.trace_id, self.redo_seconds)

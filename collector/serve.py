@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
@@ -61,7 +62,10 @@ class VerdictLogSender(Sender):
 
     def send(self, body: bytes) -> tuple[Answer, str]:
         request = ExportTraceServiceRequest()
-        request.ParseFromString(body)  # encoded by this process (collector/otlp_encode.py)
+        try:
+            request.ParseFromString(body)  # encoded by this process (collector/otlp_encode.py)
+        except DecodeError as error:  # a row that does not parse never will: not retried
+            return Answer.PERMANENT, f"not an OTLP export request: {error}"
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:

@@ -154,3 +154,10 @@ def test_without_a_backend_each_verdict_span_is_a_log_line(caplog: pytest.LogCap
                                f"trace {_ROOT_TRACE}: UpdateError at agent.store",
                                f"trace {_EVAL_TRACE}: ExtractionError at extract",
                                f"trace {_ROOT_TRACE}: ExtractionError at extract"]
+
+
+def test_a_row_the_verdict_log_cannot_parse_is_refused_for_good() -> None:
+    """A row that does not parse never will: a permanent refusal, so the retrying exporter does not keep it
+    at the head of the outbox."""
+    answer, reason = VerdictLogSender().send(b"\x0a\xff\xff")
+    assert answer is Answer.PERMANENT and reason.startswith("not an OTLP export request")

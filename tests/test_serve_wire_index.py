@@ -16,7 +16,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel.collector.assembler import TraceAssembler, trace_index
-from memtrace_otel.collector.attribution_service import AttributionService, _decode_stored
+from memtrace_otel.collector.attribution_service import AttributionService, _decode_stored, _ReadBack
 from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
 from memtrace_otel.collector.export import SpanExporterSender
 from memtrace_otel.collector.otlp_proto import (
@@ -164,9 +164,32 @@ def test_serve_attributes_from_the_spans_decoded_at_ingest_without_reading_the_r
         assert service.ingest_request(index, body, KIND_PROTOBUF, failed if number % 2 else None)
         for trace_id, spans in _decode_stored(KIND_PROTOBUF, body, sorted(failed)).items():
             expected.setdefault(trace_id, []).extend(spans)
-    assert len(expected) > 10
-    read_back = {trace_id: service._read_back.spans_of(trace_id) for trace_id in expected}
-    assert read_back == expected
-    # only the requests handed over without their failed traces' spans were read back
-    assert reads and handed_over and not handed_over & set(reads)
-    service.stop(5)
+    try:
+        assert len(expected) > 10
+        read_back = {trace_id: service._read_back.spans_of(trace_id) for trace_id in expected}
+        assert read_back == expected
+        # only the requests handed over without their failed traces' spans were read back
+        assert reads and handed_over and not handed_over & set(reads)
+    finally:
+        service.stop(5)
+
+
+def test_spans_kept_at_receive_and_read_back_again_by_another_trace_are_counted_once(tmp_path) -> None:
+    """The cap let one failed trace of a request in at receive; another failed trace's job read the request
+    back first, which keeps the first trace's spans again: counted twice, the count never came back down
+    and the cap shrank for good."""
+    rng = random.Random(3)
+    while True:
+        body = _request(rng).SerializeToString()
+        index, _, failed = index_and_failed(body, "here", [])
+        if len(failed) >= 2:
+            break
+    store = DurableStore(tmp_path)
+    request_id = store.append(KIND_PROTOBUF, body, index)
+    first, second = sorted(failed)
+    read_back = _ReadBack(store, None)
+    read_back.keep(request_id, {first: failed[first]})
+    assert read_back.spans_of(second) == failed[second]  # read back: keeps the first trace's spans again
+    assert read_back.spans_of(first) == failed[first]
+    assert read_back._kept_spans == 0 and read_back._kept == {}
+    store.close()
