@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import struct
-from typing import Any
+from typing import Any, TypeGuard
 
 from memtrace_otel.extras import install_hint
 
@@ -33,6 +33,8 @@ _CONFIG = "l2_supercat"
 _DIMENSIONS = 256
 _TENSOR = "embedding.weight"
 _BATCH = 64
+_MAX_HEADER = 100 << 20
+"""The largest safetensors header read (the safetensors library's own limit)."""
 """wordllama's ``embed`` batch size: texts are padded to the longest of their batch of 64."""
 
 
@@ -54,14 +56,25 @@ class TokenEmbeddings:
         import numpy as np
         from tokenizers import Tokenizer
 
+        # Every value of the safetensors header is checked where it is read: a file that is not what
+        # wordllama 0.4 ships raises ValueError, and the caller loads through the package instead.
+        length = os.path.getsize(weights)
         with open(weights, "rb") as stream:
-            (size,) = struct.unpack("<Q", stream.read(8))
-            entry = json.loads(stream.read(size))[_TENSOR]
-        if entry["dtype"] != "F16" or len(entry["shape"]) != 2:
-            raise ValueError(f"unexpected tensor {entry['dtype']} {entry['shape']} in {weights}")
-        start, end = entry["data_offsets"]
-        rows, columns = entry["shape"]
-        table = np.fromfile(weights, dtype="<f2", count=(end - start) // 2, offset=8 + size + start)
+            head = stream.read(8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+            if not 0 < size <= min(length - 8, _MAX_HEADER):
+                raise ValueError(f"{weights}: not a safetensors file (header size {size})")
+            header = json.loads(stream.read(size))
+        entry = header.get(_TENSOR) if isinstance(header, dict) else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(entry, dict) and entry.get("dtype") == "F16" and _ints(shape) and _ints(offsets)):
+            raise ValueError(f"{weights}: no F16 tensor {_TENSOR!r} in it")
+        (rows, columns), (start, end) = shape, offsets
+        if rows <= 0 or columns != _DIMENSIONS or not 0 <= start <= end or end - start != rows * columns * 2 \
+                or 8 + size + end > length:
+            raise ValueError(f"{weights}: tensor {_TENSOR!r} of shape {shape} at {offsets} does not fit")
+        table = np.fromfile(weights, dtype="<f2", count=rows * columns, offset=8 + size + start)
         return cls(table.reshape(rows, columns), Tokenizer.from_file(tokenizer))
 
     def embed(self, texts: str | list[str]) -> Any:
@@ -83,6 +96,11 @@ class TokenEmbeddings:
             summed = np.sum(vectors * mask[..., np.newaxis], axis=1, dtype=np.float32)
             pooled[i:i + len(encoded)] = summed / counts
         return pooled
+
+
+def _ints(value: Any) -> TypeGuard[list[int]]:
+    """Whether ``value`` is a list of two ints (a tensor's shape or data offsets)."""
+    return isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
 
 
 def _bundled_files() -> tuple[str, str] | None:
@@ -112,7 +130,7 @@ def load_wordllama() -> Any | None:
             return TokenEmbeddings.from_files(*files)
         except ImportError:
             pass  # numpy or tokenizers missing: the package's loader below says which
-        except (OSError, ValueError, KeyError) as error:
+        except Exception as error:  # a file unlike wordllama 0.4's (its tokenizer raises bare Exception)
             _logger.info("reading wordllama's files directly failed (%s); loading through the package", error)
     try:
         import wordllama

@@ -72,6 +72,47 @@ def test_without_the_files_the_package_s_loader_is_used(monkeypatch: pytest.Monk
         load_wordllama.cache_clear()
 
 
+def _safetensors(header: object, data: bytes = b"") -> bytes:
+    import json
+    import struct
+
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+@pytest.mark.parametrize("weights", [
+    b"", b"\x01\x02", (2**63 + 5).to_bytes(8, "little") + b"{}", (2**40).to_bytes(8, "little") + b"{}",
+    _safetensors([]), _safetensors({"embedding.weight": "x"}),
+    _safetensors({"embedding.weight": {"dtype": "F16", "shape": "256", "data_offsets": [0, 0]}}),
+    _safetensors({"embedding.weight": {"dtype": "F16", "shape": [0, 256], "data_offsets": [0, 0]}}),
+    _safetensors({"embedding.weight": {"dtype": "F16", "shape": [2, 256], "data_offsets": ["0", "1024"]}}),
+    _safetensors({"embedding.weight": {"dtype": "F16", "shape": [2, 256], "data_offsets": [0, 1024]}}),
+    _safetensors({"embedding.weight": {"dtype": "F32", "shape": [2, 256], "data_offsets": [0, 2048]}},
+                 bytes(2048)),
+], ids=["empty", "short", "huge-size", "header-past-the-end", "list", "entry-text", "shape-text", "no-rows",
+        "offsets-text", "data-past-the-end", "not-f16"])
+def test_weights_unlike_wordllama_s_fall_back_to_the_package_s_loader(tmp_path, monkeypatch, weights: bytes
+                                                                      ) -> None:
+    """A weights file that is not what wordllama ships is refused where its header is read (ValueError, or
+    the struct and JSON errors of a cut file), and the model is loaded through the package: no traceback
+    out of attribution, and never a table that fails later at query time."""
+    from memtrace_otel import embeddings
+
+    path = tmp_path / "weights.safetensors"
+    path.write_bytes(weights)
+    tokenizer = _files()[1]
+    with pytest.raises(Exception) as refused:
+        TokenEmbeddings.from_files(str(path), tokenizer)
+    assert not isinstance(refused.value, (MemoryError, OverflowError, IndexError, TypeError))
+    monkeypatch.setattr(embeddings, "_bundled_files", lambda: (str(path), tokenizer))
+    load_wordllama.cache_clear()
+    try:
+        model = load_wordllama()
+        assert model is not None and not isinstance(model, TokenEmbeddings)
+    finally:
+        load_wordllama.cache_clear()
+
+
 def _files() -> tuple[str, str]:
     from memtrace_otel import embeddings
 
