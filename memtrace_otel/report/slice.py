@@ -22,6 +22,7 @@ changes; two threads may both compute one, with the same result).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import weakref
 from collections import defaultdict
@@ -290,22 +291,8 @@ def _fold_siblings(G: nx.DiGraph, keep: set[str], protected: set[str], folded: d
             candidates = near - protected - folded.keys()
             folding = candidates & lone
             if folding:
-                folding.difference_update(_first(candidates, _SIBLINGS_KEEP))
+                folding.difference_update(heapq.nsmallest(_SIBLINGS_KEEP, candidates))
                 folded.update(dict.fromkeys(folding, f"fold:{side}:{op}"))
-
-
-def _first(nodes: set[str], count: int) -> list[str]:
-    """The ``count`` smallest of ``nodes`` (a pass of ``min`` each: a few of hundreds, no sort).
-
-    >>> _first({"c", "a", "d", "b"}, 2)
-    ['a', 'b']
-    """
-    rest, found = set(nodes), []
-    for _ in range(min(count, len(rest))):
-        smallest = min(rest)
-        found.append(smallest)
-        rest.discard(smallest)
-    return found
 
 
 def _cap(keep: set[str], protected: set[str], folded: dict[str, str], limit: int,
