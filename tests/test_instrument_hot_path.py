@@ -159,7 +159,7 @@ def test_writes_keep_contents_under_the_ids_spans_name() -> None:
 
 
 def test_a_read_links_each_producer_once_and_never_the_parent() -> None:
-    # The operation's end (Operation._flush_lineage) decides the links of its reads from the SpanContext's
+    # The operation's end (operation._record_lineage) decides the links of its reads from the SpanContext's
     # items (trace id, span id, validity), in the order of the reads: one
     # link per producer span, none to the span's own parent (Jaeger would make it FOLLOWS_FROM), and a
     # producer in another trace or a sibling in this one linked like any other.

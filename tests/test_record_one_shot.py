@@ -249,16 +249,16 @@ def test_record_makes_no_operation_object(monkeypatch: pytest.MonkeyPatch, trace
         written = mt.record("extract", Category.EXTRACTION, reads=(seed[0], ("q", "Why?")),
                             writes=(("mem:1", "a", VariableKind.MEMORY_UNIT),))
     assert [v.id for v in written] == ["mem:1@1"]
-    made: list[Operation] = []
-    original = Operation._flush_lineage
+    started: list[Operation] = []
+    original = Operation._begin
 
-    def flushed(self: Operation) -> None:
-        made.append(self)
-        original(self)
+    def begun(self: Operation, start_time: int | None) -> Any:
+        started.append(self)
+        return original(self, start_time)
 
-    monkeypatch.setattr(Operation, "_flush_lineage", flushed)
+    monkeypatch.setattr(Operation, "_begin", begun)
     mt.record("store", Category.UPDATE, writes=(("mem:2", "b"),), gen_ai_operation="create_memory")
-    assert made == []  # the Operation made for its options does not record the span
+    assert started == []  # the Operation made for its options starts no span: the one-shot path records it
     extract, store = span_exporter.get_finished_spans()[1:]
     assert list(extract.attributes[MemTrace.INPUTS]) == ["msg:1@1", "q@1"] and len(extract.links) == 1
     assert list(store.attributes[MemTrace.OUTPUTS]) == ["mem:2@1"] and store.name == "create_memory"

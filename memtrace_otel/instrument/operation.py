@@ -14,10 +14,11 @@ allocates them atomically.
 
 One recording path: ``read`` and ``write`` do only what must happen when they are called (a read
 resolves its variable, a write takes its version from the registry and returns the new
-:class:`Variable`) and list the variable on the operation; :func:`_record_lineage` (through
-:meth:`Operation._flush_lineage`), at the end, does the rest (links, the in-process contents of the outputs,
-descriptors, contents on the span, upload). ``MemoryTracer.record`` (:func:`_record_once`) runs the same
-three steps for an operation whose reads and writes are given at once, without a ``with`` block and without
+:class:`Variable`) and list the variable on the operation; :func:`_record_lineage`, at the end, does
+the rest (links, the in-process contents of the outputs, descriptors, contents on the span, upload);
+``__exit__`` calls it directly, the mem0 stages through :meth:`Operation._flush_lineage`.
+``MemoryTracer.record`` (:func:`_record_once`) runs the same three steps for an operation whose reads
+and writes are given at once, without a ``with`` block and without
 an :class:`Operation` object.
 """
 
@@ -145,7 +146,7 @@ class Operation:
     ``write`` list what the operation read and wrote; ``__exit__`` marks an
     exception as ``ERROR`` with ``error.type``, records the lineage (links to the
     producers, the outputs' in-process contents, the lineage attributes:
-    :meth:`_flush_lineage`), ends the span and restores the context.
+    :func:`_record_lineage`), ends the span and restores the context.
     Finishing twice is a no-op. Every ``record_*`` method does nothing on a
     span that is not recording.
     """
@@ -166,12 +167,13 @@ class Operation:
     _linked: set[int] | None
     """Span ids of the producers linked so far: one link per producer span (the first variable
     read from it names it; ``memtrace.inputs`` lists every one), so a batch of records one span
-    wrote costs one link, and the SDK's link limit counts distinct writers. Made at the first link."""
+    wrote costs one link, and the SDK's link limit counts distinct writers. Set by the mem0 stages (one set
+    that an ``add``'s stages share); ``None`` otherwise, and :func:`_record_lineage` makes its own."""
     _deleted: bool
     """A tombstone was written (``memtrace.deleted`` is then listed at the end)."""
     _closing: dict[str, AttributeValue] | None
     """Attributes known only when the operation ends, set with the lineage's in one call to the span
-    (:meth:`_flush_lineage`) rather than in a call of their own (mem0's ``add``: its record count and
+    (:func:`_record_lineage`) rather than in a call of their own (mem0's ``add``: its record count and
     outcome)."""
     _context: SpanContext | None = None
     """The span's context once started: what every write and link names (read once)."""
@@ -222,7 +224,7 @@ class Operation:
         try:
             if self._recording:
                 if exc is not None:
-                    self._fail(exc)
+                    _fail(self.span, exc)
                 # _flush_lineage's call, written out: a frame fewer at the end of every with block.
                 _record_lineage(self._owner, self.span, self._context, self.inputs, self.outputs,
                                 self._closing or {}, self._linked, self._deleted, self._steps,
@@ -537,9 +539,6 @@ class Operation:
             self._recording = True
             self._context = span.get_span_context()
         return span
-
-    def _fail(self, exc: BaseException) -> None:
-        _fail(self.span, exc)
 
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:
