@@ -75,8 +75,9 @@ SECTIONS: tuple[Section, ...] = (
            "--commands", "--json"),
         # The command against the library in alternated rounds (the same checkout as before and after);
         # the span file is graph/commands' (run that first on a fresh --data).
-        _c("graph-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
-           "--before", str(ROOT), "--after", str(ROOT), "--rounds", "3", "--command", "graph", "--json")]),
+        *(_c(f"{command}-cpu", "graph_command_cpu.py", "--file", str(Path(o.data) / "spans100k.jsonl"),
+             "--before", str(ROOT), "--after", str(ROOT), "--rounds", "3", "--command", command, "--json")
+          for command in ("graph", "analyze", "report"))]),
     Section("analyze-scale", "analyze per span from 10k to 200k spans (issue 28, item 3)", lambda o: [
         _c("users", "analyze_scale.py", "--spans", "10000", "50000", "100000", "200000",
            "--dir", str(Path(o.data) / "scale"), "--json")]),
