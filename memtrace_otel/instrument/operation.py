@@ -78,6 +78,7 @@ _LINK_VARIABLE = MemTraceLink.VARIABLE
 _EMPTY_BLAKE2B = _blake2b(digest_size=8)
 """Copied for each content hash (as ``wire.content_hash`` does): cheaper than a new ``blake2b``."""
 _new_operation = object.__new__
+_NO_USAGE: tuple[int | None, int | None] = (None, None)
 _OTHER = VariableKind.OTHER
 _INVALID_SPAN, _INTERNAL = trace.INVALID_SPAN, SpanKind.INTERNAL
 _CONTENT_TYPES = (str, type(None))
@@ -116,8 +117,11 @@ def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) 
     operation.span = _INVALID_SPAN
     operation._kind = _INTERNAL
     operation.gen_ai_operation = None
-    operation._finished = operation._deleted = False
+    operation._finished = operation._deleted = operation._named = operation._recording = False
+    operation._records_recorded = False
     operation._linked = operation._steps = operation._closing = None
+    operation._context = operation._token = operation._op_token = None
+    operation._usage = _NO_USAGE
     return operation
 
 
@@ -151,14 +155,14 @@ class Operation:
     span that is not recording.
     """
 
-    _usage: tuple[int | None, int | None] = (None, None)
-    """Tokens of the LLM calls recorded so far (set on first call)."""
-    # The per-operation state. CPython 3.11 reads an attribute fast (a specialised LOAD_ATTR) only when the
-    # instance holds it: a class default the instance has not set, or one whose value is of a mutable type
-    # (a span, an enum member), makes every read and write of that name take the generic lookup, about
-    # 150 machine instructions each. So what every operation reads (its span, kind, GenAI operation and the
-    # flags its end tests) is set on the instance when it is made (__init__, _plain); the defaults below are
-    # of what only some operations read, and are set on the instance when they change.
+    __slots__ = ("_closing", "_context", "_deleted", "_finished", "_kind", "_linked", "_named", "_op_token",
+                 "_owner", "_recording", "_records_recorded", "_span_name", "_start", "_steps", "_token",
+                 "_usage", "category", "gen_ai_operation", "inputs", "name", "outputs", "span")
+    # The per-operation state, in slots: one allocation per operation (an instance with a dictionary is two:
+    # the object and its values), each read and write an indexed load or store (CPython 3.11 specialises
+    # them as LOAD_ATTR_SLOT / STORE_ATTR_SLOT), and no class default that an unset name would fall back
+    # on, which made every read of that name take the generic lookup. So every slot is set when the
+    # operation is made (``__init__``, ``_plain``), the rarely used ones too.
     span: Span
     _kind: SpanKind
     gen_ai_operation: GenAIOperation | str | None
@@ -175,14 +179,17 @@ class Operation:
     """Attributes known only when the operation ends, set with the lineage's in one call to the span
     (:func:`_record_lineage`) rather than in a call of their own (mem0's ``add``: its record count and
     outcome)."""
-    _context: SpanContext | None = None
+    _usage: tuple[int | None, int | None]
+    """Tokens of the LLM calls recorded so far."""
+    _context: SpanContext | None
     """The span's context once started: what every write and link names (read once)."""
-    _records_recorded = False
+    _records_recorded: bool
     """``gen_ai.memory.records`` of the stored records was written by ``record_memory``."""
-    _recording = False
-    _token: object | None = None
-    _op_token: contextvars.Token[Operation | None] | None = None
-    _named = False
+    _recording: bool
+    _token: object | None
+    _op_token: contextvars.Token[Operation | None] | None
+    _named: bool
+    """The application chose the span name: a model recorded later does not rename the span."""
 
     def __init__(
         self,
@@ -202,14 +209,15 @@ class Operation:
         self.gen_ai_operation = gen_ai_operation
         self._span_name = span_name
         self._named = named
-        """The application chose the span name: a model recorded later does not rename the span."""
         self._kind = kind
         self._start = attributes
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
         self.span = _INVALID_SPAN
-        self._finished = self._deleted = False
+        self._finished = self._deleted = self._recording = self._records_recorded = False
         self._linked = self._steps = self._closing = None
+        self._context = self._token = self._op_token = None
+        self._usage = _NO_USAGE
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:

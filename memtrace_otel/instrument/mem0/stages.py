@@ -112,6 +112,8 @@ class StageOperation(Operation):
     while the graph makes the stage their writer through the event's ``memtrace.outputs``.
     """
 
+    __slots__ = ("_host", "_shared_links", "_started", "stage_id")
+
     def __init__(self, tracer: MemoryTracer, name: str, category: Category, host: Operation,
                  linked: set[int], *, attributes: dict[str, Any] | None = None,
                  gen_ai_operation: GenAIOperation | None = None) -> None:
