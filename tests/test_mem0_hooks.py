@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memtrace_otel import MemoryTracer
-from memtrace_otel.instrument.mem0 import Mem0Instrumentor
+from memtrace_otel.instrument.mem0 import Mem0Instrumentor, packed
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
 from memtrace_otel.instrument.mem0.scope import stored_variable
 from memtrace_otel.instrument.mem0.v1 import llm_call_specs
@@ -101,3 +101,31 @@ def test_instrument_without_mem0_does_nothing(tracer_provider: TracerProvider) -
     instrumentor.instrument(tracer_provider=tracer_provider)  # the dependency check declines, logged
     assert instrumentor.memory_tracer is None
     instrumentor.uninstrument()
+
+
+class _Record:
+    def __init__(self, record_id: Any, payload: Any) -> None:
+        self.id, self.payload = record_id, payload
+
+
+class _NoId:
+    def __init__(self) -> None:
+        self.payload = {"memtrace_variable": "mem0:x@1"}
+
+
+class _NoPayload:
+    id = "r9"
+
+
+def test_packed_search_reads_each_record_as_one_by_one() -> None:
+    """The packed ``add``'s search stage reads its records' lineage in one comprehension; a record of another
+    shape (no id, no payload, a payload that is not a dict) reads as the one-by-one reading reads it."""
+    traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    lineage = {"memtrace_variable": "mem0:r1@2", "memtrace_traceparent": traceparent}
+    plain = [_Record("r1", lineage), _Record(7, {"data": "x"}), _Record("r3", None), _Record("r4", "text")]
+    odd = [*plain, _NoId(), _NoPayload()]
+    for records in (plain, odd):
+        assert packed._lineage(records) == [packed._captured(r)[:3] for r in records]
+    assert packed._lineage(plain)[:2] == [("r1", "mem0:r1@2", traceparent), ("7", None, None)]
+    assert packed._lineage(odd)[-2:] == [("None", "mem0:x@1", None), ("r9", None, None)]
+    assert packed._lineage(()) == []

@@ -185,6 +185,14 @@ def packed_add_wrapper(tracer: MemoryTracer, hooks: Any) -> Wrapper:
 
 def _messages(add: PackedAdd, messages: Any, metadata: Any) -> None:
     """``AddSpec.begin``'s messages: each one's name and size (its text with content capture)."""
+    if type(messages) is str:  # mem0's commonest call, one user message: no list of one to build and filter
+        app_id = app_message_ids(metadata, 1)[0] if metadata is not None else None
+        add.messages.append((message_name({"role": "user", "content": messages}, app_id),
+                             len(messages) if add.plain else _text(add, messages)))
+        add.sources.append(messages)
+        if add.kept is not None:
+            add.kept.append(messages)
+        return
     texts = [m for m in messages_of(messages) if type(m.get("content")) is str and m.get("role") != "system"]
     ids = app_message_ids(metadata, len(texts)) if metadata is not None else [None] * len(texts)
     out, plain, sources = add.messages, add.plain, add.sources
@@ -349,24 +357,31 @@ def _search(add: PackedAdd, specs: tuple[LlmCallSpec, ...], wrapped: Callable[..
         raise
     end = _time()
     try:
-        found = []
-        capture = add.capture
-        for record in result if type(result) is list else ():
-            payload = getattr(record, "payload", None)
-            if type(payload) is not dict:
-                payload = {}
-            lineage: tuple[Any, ...] = (str(getattr(record, "id", None)), payload.get(_VARIABLE),
-                                        payload.get(_TRACEPARENT))
-            if capture:
-                score = getattr(record, "score", None)
-                data = payload.get("data")
-                lineage += (data if type(data) is str else None,
-                            score if isinstance(score, int | float) else None)
-            found.append(lineage)
+        records = result if type(result) is list else ()
+        found = _lineage(records) if not add.capture else [_captured(record) for record in records]
         add.stages.append(("search", start, end, top_k, match, found, None))
     except Exception as exc:
         warn_once("mem0 search stage", exc)
     return result
+
+
+def _lineage(records: list[Any] | tuple[()]) -> list[tuple[Any, ...]]:
+    """Each returned record's id and the lineage its payload carries (a payload not a dict carries none)."""
+    try:  # qdrant's and mem0's records: one comprehension, no call per record
+        return [(str(record.id), payload.get(_VARIABLE), payload.get(_TRACEPARENT)) if type(payload) is dict
+                else (str(record.id), None, None) for record in records for payload in (record.payload,)]
+    except AttributeError:  # a record without an id or a payload: read one by one
+        return [_captured(record)[:3] for record in records]
+
+
+def _captured(record: Any) -> tuple[Any, ...]:
+    """A returned record's id and lineage, and (with content capture) its text and score."""
+    payload = getattr(record, "payload", None)
+    if type(payload) is not dict:
+        payload = {}
+    data, score = payload.get("data"), getattr(record, "score", None)
+    return (str(getattr(record, "id", None)), payload.get(_VARIABLE), payload.get(_TRACEPARENT),
+            data if type(data) is str else None, score if isinstance(score, int | float) else None)
 
 
 def _match(sources: list[str], text: Any) -> list[int] | None:

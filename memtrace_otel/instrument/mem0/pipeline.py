@@ -50,7 +50,7 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
             value = json.loads(text[start:end + 1], strict=False)
         except ValueError:
             return {}
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 class _StageSpec(MethodSpec):
@@ -197,6 +197,10 @@ def lines_of(values: Any) -> list[str]:
         return []
     out = []
     for value in values:
+        if type(value) is str:  # mem0's facts: strings (no ABC check per string)
+            if value:
+                out.append(value)
+            continue
         text = value.get("text") if isinstance(value, Mapping) else value
         if isinstance(text, str) and text:
             out.append(text)
