@@ -69,7 +69,10 @@ SECTIONS: tuple[Section, ...] = (
            "--pairs", "60", "--json"),
         # 60 pairs leave a round's figure moving by more than the difference to the peer: 2.5x the pairs.
         _c("compare-1.0.11-150", "mem0_overhead.py", "--compare", "--rounds", "3", "--pairs", "150",
-           "--json")]),
+           "--json"),
+        # Where the added work per add goes, by function (bytecodes: the same in every run of one code).
+        _c("bytecodes-1.0.11", "mem0_bytecodes.py", "--arms", "memtrace,loongsuite", "--calls", "10", "--top",
+           "30", "--json")]),
     Section("graph", "the graph commands' memory and CPU on a 100k-span file (issue 28, item 3)", lambda o: [
         _c("commands", "graph_build.py", "--file", str(Path(o.data) / "spans100k.jsonl"), "--repeat", "1",
            "--commands", "--json"),
