@@ -60,7 +60,7 @@ from memtrace_otel.collector.durable import KIND_JSON, KIND_PICKLE, KIND_PROTOBU
 from memtrace_otel.collector.export import DurableOutbox, Sender, SpanExporterSender
 from memtrace_otel.collector.memory import Admission
 from memtrace_otel.collector.otlp_encode import AnnotationEncoder
-from memtrace_otel.collector.otlp_proto import STORED
+from memtrace_otel.collector.otlp_proto import STORED, TakeFailed
 from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import WRITEBACK_SCOPE, AnnotationSpan, MemTrace, MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
@@ -160,8 +160,21 @@ class _ReadBack:
         self._kept_spans = 0
         self._lock = threading.Lock()
 
+    def room_for(self, counts: dict[str, int]) -> list[str]:
+        """Of failed traces offered with their spans (``trace id -> spans``), those whose spans fit in
+        what is kept now, in order (the receivers decode only those; the others are read back)."""
+        with self._lock:
+            room = self._MAX_KEPT_SPANS - self._kept_spans
+        fits = []
+        for trace_id, count in counts.items():
+            if count <= room:
+                fits.append(trace_id)
+                room -= count
+        return fits
+
     def keep(self, request_id: int, found: dict[str, list[SpanRecord]]) -> None:
-        """The spans of failed traces in stored request ``request_id``, until their jobs take them."""
+        """The spans of failed traces in stored request ``request_id``, until their jobs take them (those
+        past the bound are not kept: read back from the store instead)."""
         with self._lock:
             for trace_id, spans in found.items():
                 have = self._kept.setdefault(trace_id, {})
@@ -170,7 +183,7 @@ class _ReadBack:
                 if self._kept_spans + len(spans) > self._MAX_KEPT_SPANS:
                     if not have:
                         del self._kept[trace_id]
-                    return  # read back from the store instead
+                    continue
                 have[request_id] = spans
                 self._kept_spans += len(spans)
 
@@ -361,35 +374,52 @@ class AttributionService:
         what is stored; without it, the spans themselves are.
         """
         index = trace_index(spans)
-        if body is None:
-            return self._store(index, lambda: self.store.append_records(spans, index))
-        return self.ingest_request(index, body, kind)
+        if body is not None:
+            return self.ingest_request(index, body, kind)
+        if not self._admit(index):
+            return False
+        self._append(index, lambda: self.store.append_records(spans, index))
+        return True
 
     def ingest_request(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
-                       failed: dict[str, list[SpanRecord]] | None = None) -> bool:
+                       failed: TakeFailed | None = None) -> bool:
         """:meth:`ingest` for a request given as received, with its :func:`trace_index` (the receivers
-        make it without decoding the spans: ``otlp_proto.index_request``) and, optionally, the spans
-        of its failed traces they decoded meanwhile (``otlp_proto.index_and_failed``), kept for
-        their attribution instead of reading the request back."""
+        make it without decoding the spans: ``otlp_proto.index_body``) and, optionally, ``failed``:
+        decodes the spans of the failed traces it is given from the parse that indexed the request
+        (``otlp_proto.IndexedRequest.take_failed``). It is called once the request is admitted, with
+        the failed traces whose spans fit in what is kept for their attribution (the rest are read back
+        from the store): a request answered 503 is not decoded for nothing, nor spans past the cap."""
+        if not self._admit(index):
+            return False
+        if failed is None:
+            spans: dict[str, list[SpanRecord]] = {}
+        else:
+            spans = failed(self._read_back.room_for(
+                {trace_id: count for trace_id, (count, has_failed) in index.items() if has_failed}))
+
         def append() -> None:
             request_id = self.store.append(kind, body, index)
-            if failed:  # before the index has the request: no job can read it back first
-                self._read_back.keep(request_id, failed)
+            if spans:  # before the index has the request: no job can read it back first
+                self._read_back.keep(request_id, spans)
 
-        return self._store(index, append)
+        self._append(index, append)
+        return True
 
-    def _store(self, index: dict[str, tuple[int, bool]], append: Callable[[], None]) -> bool:
-        spans = sum(count for count, _ in index.values())
-        if not index:
-            return True
-        if not self.assembler.room_for(index) or self._backlog() >= self.max_backlog:
-            self.stats.add(spans_refused=spans)
+    def _admit(self, index: dict[str, tuple[int, bool]]) -> bool:
+        """Whether there is room for a request of these traces; refused spans are counted."""
+        if index and (not self.assembler.room_for(index) or self._backlog() >= self.max_backlog):
+            self.stats.add(spans_refused=sum(count for count, _ in index.values()))
             return False
+        return True
+
+    def _append(self, index: dict[str, tuple[int, bool]], append: Callable[[], None]) -> None:
+        """Store an admitted request (``append``), then index it."""
+        if not index:
+            return
         with self._index_lock:
             append()
             self.assembler.offer(index)
-        self.stats.add(spans_received=spans)
-        return True
+        self.stats.add(spans_received=sum(count for count, _ in index.values()))
 
     # -- threads -------------------------------------------------------------
     def _settle_loop(self) -> None:

@@ -28,12 +28,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from memtrace_otel.collector.durable import KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
 from memtrace_otel.collector.otlp_proto import (
+    TakeFailed,
     decode_request,
-    index_and_failed,
+    index_body,
     records_from_request,
     span_count,
 )
-from memtrace_otel.spans.model import Problem, SpanRecord
+from memtrace_otel.spans.model import Problem
 
 __all__ = ["OTLPGrpcReceiver"]
 
@@ -55,11 +56,12 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
 
     def admitted(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         problems: list[Problem] = []
-        failed: dict[str, list[SpanRecord]] = {}
+        take_failed: TakeFailed | None = None
         where = f"{context.peer()} Export"
         try:
-            if store_bodies:  # stored as received: only the trace index is read now (message freed)
-                index, offered, failed = index_and_failed(body, where, problems)
+            if store_bodies:  # stored as received: only the trace index is read now
+                indexed = index_body(body, where, problems)
+                index, offered, take_failed = indexed.index, indexed.offered, indexed.take_failed
                 kept = sum(count for count, _ in index.values())
             else:
                 request = decode_request(body)
@@ -68,7 +70,8 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
         except ValueError as error:
             _logger.warning("rejected an Export from %s: %s", context.peer(), error)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        accepted = ingest(index, body, KIND_PROTOBUF, failed) if store_bodies else ingest(spans, len(body))
+        accepted = (ingest(index, body, KIND_PROTOBUF, take_failed) if store_bodies
+                    else ingest(spans, len(body)))
         if not accepted:
             context.abort(grpc.StatusCode.UNAVAILABLE, "memtrace serve is over its memory ceiling; retry")
         response = ExportTraceServiceResponse()
@@ -89,9 +92,10 @@ def _export_handler(ingest: Any, admission: Admission | None, store_bodies: bool
 class OTLPGrpcReceiver:
     """Serves OTLP/gRPC on ``host:port`` (port 0 picks a free one) and hands requests to ``ingest``.
 
-    ``ingest(index, body, kind, failed) -> bool``: the request's trace index and its bytes, to be stored
-    before the answer (what is acknowledged is kept: ``memtrace serve``'s path), and the records of its
-    failed traces decoded meanwhile. With ``store_bodies=False``,
+    ``ingest(index, body, kind, take_failed) -> bool``: the request's trace index and its bytes, to be
+    stored before the answer (what is acknowledged is kept: ``memtrace serve``'s path), and what decodes
+    the records of its failed traces from the same parse, when the service has room for them
+    (``otlp_proto.IndexedRequest.take_failed``). With ``store_bodies=False``,
     ``ingest(spans, wire_bytes)`` gets the decoded spans and nothing is stored (test backends).
     ``False`` from ``ingest`` answers ``UNAVAILABLE`` (retryable).
     """

@@ -43,8 +43,9 @@ from memtrace_otel.collector.assembler import trace_index
 from memtrace_otel.collector.durable import KIND_JSON, KIND_PROTOBUF
 from memtrace_otel.collector.memory import Admission
 from memtrace_otel.collector.otlp_proto import (
+    TakeFailed,
     decode_request,
-    index_and_failed,
+    index_body,
     records_from_request,
     span_count,
 )
@@ -168,15 +169,16 @@ class _Application:
                 content_type: str, client: str) -> Iterable[bytes]:
         where = f"{client} POST /v1/traces"
         problems: list[Problem] = []
-        failed: dict[str, list[SpanRecord]] = {}
+        take_failed: TakeFailed | None = None
         try:
             body = _read_body(wsgi, length, self._max_body_bytes)
             if self._store_bodies and content_type == _PROTOBUF:  # stored as received: index only
                 try:
-                    index, offered, failed = index_and_failed(body, where, problems)
+                    indexed = index_body(body, where, problems)
                 except ValueError as error:
                     raise _BadRequest(400, str(error)) from None
-                rejected = offered - sum(count for count, _ in index.values())
+                index, take_failed = indexed.index, indexed.take_failed
+                rejected = indexed.offered - sum(count for count, _ in index.values())
             else:
                 spans, offered = _decode(body, content_type, where, problems)
                 rejected = offered - len(spans)
@@ -187,7 +189,7 @@ class _Application:
             _logger.warning("%d span(s) rejected from %s, %d problem(s): %s", rejected, client, len(problems),
                             problems[0].message)
         kind = KIND_JSON if content_type == _JSON else KIND_PROTOBUF
-        accepted = (self._ingest(index, body, kind, failed) if self._store_bodies
+        accepted = (self._ingest(index, body, kind, take_failed) if self._store_bodies
                     else self._ingest(spans, len(body)))
         if not accepted:
             return self._error(start_response, 503, "memtrace serve is over its memory ceiling; retry later",
@@ -323,11 +325,12 @@ def _channel_class(drainer: _Drainer, hang_ups: _HangUps) -> type:
 class OTLPHttpReceiver:
     """Serves ``POST /v1/traces`` on ``host:port`` (port 0 picks a free one) and hands spans to ``ingest``.
 
-    ``ingest(index, body, kind, failed) -> bool``: the request's
+    ``ingest(index, body, kind, take_failed) -> bool``: the request's
     :func:`~memtrace_otel.collector.assembler.trace_index` (for protobuf made without decoding the
     spans) and its bytes, to be stored before the answer, so that what is acknowledged is kept
-    (``memtrace serve``'s path), and the records of its failed traces decoded meanwhile (protobuf;
-    JSON: none, read back from the store when attributed). With ``store_bodies=False``,
+    (``memtrace serve``'s path), and what decodes the records of its failed traces from the same
+    parse once the service has room for them (protobuf: ``otlp_proto.IndexedRequest.take_failed``;
+    JSON: ``None``, read back from the store when attributed). With ``store_bodies=False``,
     ``ingest(spans, wire_bytes)`` gets the decoded spans instead: nothing is stored, for consumers
     that keep spans in memory (test backends). ``False`` from ``ingest`` makes the answer a retryable 503.
 

@@ -10,6 +10,7 @@ is kept, and the count of rejected spans goes back to the sender as OTLP's
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -19,11 +20,14 @@ from memtrace_otel.semconv import GenAIEvent, MemTrace
 from memtrace_otel.signals import default_failure_rule
 from memtrace_otel.spans.model import SPAN_KINDS, STATUS_CODES, Problem, SpanEvent, SpanLink, SpanRecord
 
-__all__ = ["STORED", "attributes_of", "decode_request", "index_and_failed", "index_body", "index_request",
-           "records_from_request", "span_count"]
+__all__ = ["STORED", "IndexedRequest", "TakeFailed", "attributes_of", "decode_request", "index_body",
+           "index_request", "records_from_request", "span_count"]
 
 STORED = "stored request"
 """Where the records of a stored request say they came from (``SpanRecord.source``)."""
+
+TakeFailed = Callable[[Collection[str]], dict[str, list[SpanRecord]]]
+"""Decodes the spans of the given failed traces of a request once (:meth:`IndexedRequest.take_failed`)."""
 
 
 
@@ -312,31 +316,42 @@ def index_request(request: ExportTraceServiceRequest, where: str, problems: list
     return {trace.hex(): (count, trace in failed_traces) for trace, count in counts.items()}
 
 
-def index_body(body: bytes, where: str, problems: list[Problem]) -> tuple[dict[str, tuple[int, bool]], int]:
-    """:func:`index_request` of a protobuf body, and the spans it offers (:func:`span_count`);
-    ``ValueError`` when it is not an export request.
+class IndexedRequest:
+    """A protobuf request's trace index (:func:`index_request`), the spans it offers
+    (:func:`span_count`), and the parsed message, from which :meth:`take_failed` decodes the spans of
+    the failed traces ``serve`` decides to keep.
 
-    The parsed message, ~4x the body's size for attribute-dense spans, is freed when this returns,
-    before the caller stores the body.
+    ``serve`` decides after it has checked that it has room for the request and for those spans:
+    a request it refuses (503, retried) or spans past its cap (read back from the store) are not
+    decoded here for nothing.
     """
+
+    __slots__ = ("_request", "index", "offered")
+
+    def __init__(self, request: ExportTraceServiceRequest, index: dict[str, tuple[int, bool]],
+                 offered: int) -> None:
+        self._request: ExportTraceServiceRequest | None = request
+        self.index = index
+        self.offered = offered
+
+    def take_failed(self, trace_ids: Collection[str]) -> dict[str, list[SpanRecord]]:
+        """The spans of ``trace_ids`` (failed traces of the index), decoded from the same parse; the
+        parsed message (~4x the body's size for attribute-dense spans) is let go, so that it is not
+        held while the body is stored. Call once.
+
+        The records are the ones a read-back makes (:data:`STORED` is their source; a malformed span is
+        left out of them as there, its problem reported once, by the index).
+        """
+        request, self._request = self._request, None
+        failed: dict[str, list[SpanRecord]] = {}
+        if trace_ids and request is not None:
+            for span in records_from_request(request, STORED, [], trace_ids=set(trace_ids)):
+                failed.setdefault(span.trace_id, []).append(span)
+        return failed
+
+
+def index_body(body: bytes, where: str, problems: list[Problem]) -> IndexedRequest:
+    """:func:`index_request` of a protobuf body, as the receivers index each request they store;
+    ``ValueError`` when it is not an export request."""
     request = decode_request(body)
-    return index_request(request, where, problems, body), span_count(request)
-
-
-def index_and_failed(body: bytes, where: str, problems: list[Problem],
-                     ) -> tuple[dict[str, tuple[int, bool]], int, dict[str, list[SpanRecord]]]:
-    """:func:`index_body`, and the spans of the request's failed traces decoded from the same parse.
-
-    ``serve`` attributes those traces: records made now, while the message is parsed for the index,
-    spare parsing the request again when it is read back from the store (the records are the ones
-    a read-back makes: :data:`STORED` is their source; a malformed span is left out of them as
-    there, its problem reported once, by the index).
-    """
-    request = decode_request(body)
-    index = index_request(request, where, problems, body)
-    failed: dict[str, list[SpanRecord]] = {}
-    wanted = {trace_id for trace_id, (_, has_failed) in index.items() if has_failed}
-    if wanted:
-        for span in records_from_request(request, STORED, [], trace_ids=wanted):
-            failed.setdefault(span.trace_id, []).append(span)
-    return index, span_count(request), failed
+    return IndexedRequest(request, index_request(request, where, problems, body), span_count(request))

@@ -22,6 +22,7 @@ from memtrace_otel.collector.budget import Budget
 from memtrace_otel.collector.durable import DurableStore
 from memtrace_otel.collector.export import Answer, Sender, otlp_sender
 from memtrace_otel.collector.memory import Admission, MemoryGuard, bound_allocator
+from memtrace_otel.collector.otlp_proto import TakeFailed
 from memtrace_otel.collector.serve_config import ServeConfig
 from memtrace_otel.config import env_millis
 from memtrace_otel.content.resolve import ContentResolver
@@ -29,7 +30,6 @@ from memtrace_otel.graph.build import ContentLookup
 from memtrace_otel.semconv import MemTraceAttribution
 from memtrace_otel.spans.backend import TraceBackend
 from memtrace_otel.spans.gather import open_backend
-from memtrace_otel.spans.model import SpanRecord
 from memtrace_otel.writeback.metrics import AttributionMetrics
 
 __all__ = ["MemtraceServer", "ServeConfig", "VerdictLogSender", "build_server", "otlp_exporter"]
@@ -103,9 +103,9 @@ class MemtraceServer:
         self.receivers: list[object] = []
 
     def ingest(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
-               failed: dict[str, list[SpanRecord]] | None = None) -> bool:
+               take_failed: TakeFailed | None = None) -> bool:
         """A received request, stored as it came (the receivers' default call)."""
-        return self.service.ingest_request(index, body, kind, failed)
+        return self.service.ingest_request(index, body, kind, take_failed)
 
     def start(self) -> None:
         from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver

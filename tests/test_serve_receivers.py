@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from memtrace_otel.collector.grpc_receiver import OTLPGrpcReceiver
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
+from memtrace_otel.collector.otlp_proto import TakeFailed
 from memtrace_otel.spans.model import SpanRecord
 
 from scenario import run_pipeline
@@ -212,9 +213,10 @@ class BodySink:
         self.failed: list[dict[str, list[SpanRecord]]] = []
 
     def __call__(self, index: dict[str, tuple[int, bool]], body: bytes, kind: int,
-                 failed: dict[str, list[SpanRecord]]) -> bool:
+                 take_failed: TakeFailed | None) -> bool:
         self.requests.append((index, body, kind))
-        self.failed.append(failed)
+        wanted = [trace_id for trace_id, (_, failed) in index.items() if failed]
+        self.failed.append(take_failed(wanted) if take_failed is not None else {})
         return True
 
 

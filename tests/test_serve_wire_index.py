@@ -8,7 +8,9 @@ tag bytes the index searches for, several resources and scopes, spans rejected f
 
 from __future__ import annotations
 
+import http.client
 import random
+from collections.abc import Collection
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -19,10 +21,11 @@ from memtrace_otel.collector.assembler import TraceAssembler, trace_index
 from memtrace_otel.collector.attribution_service import AttributionService, _decode_stored, _ReadBack
 from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
 from memtrace_otel.collector.export import SpanExporterSender
+from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
 from memtrace_otel.collector.otlp_proto import (
+    TakeFailed,
     _span_ranges,
     decode_request,
-    index_and_failed,
     index_body,
     index_request,
     records_from_request,
@@ -94,7 +97,8 @@ def test_the_index_from_the_bytes_is_the_index_of_every_span_read() -> None:
     for _ in range(300):
         body = _request(rng).SerializeToString()
         fast: list[Problem] = []
-        index, offered = index_body(body, "here", fast)
+        indexed = index_body(body, "here", fast)  # as the receivers index a request
+        index, offered = indexed.index, indexed.offered
         request = decode_request(body)
         full: list[Problem] = []
         assert index == index_request(request, "here", full)  # without the body: every span read
@@ -119,7 +123,8 @@ def test_a_wire_it_cannot_follow_falls_back_to_reading_every_span() -> None:
     # An unknown field of the group wire type (start and end group, field 15) after the request's spans.
     body = request.SerializeToString() + b"\x7b\x7c"
     assert _span_ranges(body) is None
-    assert index_body(body, "here", []) == ({"01" * 16: (1, True)}, 1)
+    indexed = index_body(body, "here", [])
+    assert (indexed.index, indexed.offered) == ({"01" * 16: (1, True)}, 1)
 
 
 def test_the_failed_traces_decoded_with_the_index_are_the_spans_a_read_back_gives() -> None:
@@ -127,9 +132,9 @@ def test_the_failed_traces_decoded_with_the_index_are_the_spans_a_read_back_give
     failed_seen = 0
     for _ in range(200):
         body = _request(rng).SerializeToString()
-        index, offered, failed = index_and_failed(body, "here", [])
-        assert (index, offered) == index_body(body, "here", [])
-        wanted = sorted(trace_id for trace_id, (_, has_failed) in index.items() if has_failed)
+        indexed = index_body(body, "here", [])
+        wanted = sorted(trace_id for trace_id, (_, has_failed) in indexed.index.items() if has_failed)
+        failed = indexed.take_failed(wanted)
         assert sorted(failed) == wanted
         assert failed == _decode_stored(KIND_PROTOBUF, body, wanted)
         failed_seen += len(wanted)
@@ -158,11 +163,13 @@ def test_serve_attributes_from_the_spans_decoded_at_ingest_without_reading_the_r
 
     expected: dict[str, list[SpanRecord]] = {}
     for number, body in enumerate(bodies):
-        index, _, failed = index_and_failed(body, "here", [])
+        indexed = index_body(body, "here", [])
         # half handed over with their failed traces' spans, half to be read back from the store
         service.store.append = append_handed_over if number % 2 else append  # type: ignore[method-assign]
-        assert service.ingest_request(index, body, KIND_PROTOBUF, failed if number % 2 else None)
-        for trace_id, spans in _decode_stored(KIND_PROTOBUF, body, sorted(failed)).items():
+        assert service.ingest_request(indexed.index, body, KIND_PROTOBUF,
+                                      indexed.take_failed if number % 2 else None)
+        failed = sorted(trace_id for trace_id, (_, has_failed) in indexed.index.items() if has_failed)
+        for trace_id, spans in _decode_stored(KIND_PROTOBUF, body, failed).items():
             expected.setdefault(trace_id, []).extend(spans)
     try:
         assert len(expected) > 10
@@ -181,8 +188,10 @@ def test_spans_kept_at_receive_and_read_back_again_by_another_trace_are_counted_
     rng = random.Random(3)
     while True:
         body = _request(rng).SerializeToString()
-        index, _, failed = index_and_failed(body, "here", [])
-        if len(failed) >= 2:
+        indexed = index_body(body, "here", [])
+        index = indexed.index
+        failed = indexed.take_failed([trace_id for trace_id, (_, has_failed) in index.items() if has_failed])
+        if len(failed) == 2:
             break
     store = DurableStore(tmp_path)
     request_id = store.append(KIND_PROTOBUF, body, index)
@@ -193,3 +202,55 @@ def test_spans_kept_at_receive_and_read_back_again_by_another_trace_are_counted_
     assert read_back.spans_of(first) == failed[first]
     assert read_back._kept_spans == 0 and read_back._kept == {}
     store.close()
+
+
+def _post(port: int, body: bytes) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/v1/traces", body=body,
+                           headers={"Content-Type": "application/x-protobuf"})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def test_serve_decodes_a_requests_failed_traces_only_once_it_has_room_for_them(tmp_path) -> None:
+    """Over a real socket: a request refused with a 503 (the backlog full) has none of its failed traces
+    decoded (the sender retries it; the work would be thrown away), and of an accepted one only the failed
+    traces whose spans fit under the cap on spans kept are: the others are read back from the store."""
+    rng = random.Random(11)
+    while True:
+        body = _request(rng).SerializeToString()
+        index = index_body(body, "here", []).index
+        failed = [trace_id for trace_id, (_, has_failed) in index.items() if has_failed]  # in request order
+        if len(failed) >= 2:
+            break
+    service = AttributionService(SpanExporterSender(InMemorySpanExporter()),
+                                 assembler=TraceAssembler(settle_seconds=1000), store=DurableStore(tmp_path))
+    decoded: list[list[str]] = []
+
+    def ingest(index: dict[str, tuple[int, bool]], body: bytes, kind: int, take_failed: TakeFailed) -> bool:
+        def counted(trace_ids: Collection[str]) -> dict[str, list[SpanRecord]]:
+            decoded.append(sorted(trace_ids))
+            return take_failed(trace_ids)
+
+        return service.ingest_request(index, body, kind, counted)
+
+    receiver = OTLPHttpReceiver(ingest, port=0)
+    receiver.start()
+    try:
+        service.max_backlog = 0  # every request refused, retryable
+        assert _post(receiver.address[1], body) == 503
+        assert decoded == [] and service.stats.spans_refused > 0
+        service.max_backlog = 1000
+        first = index[failed[0]][0]
+        service._read_back._MAX_KEPT_SPANS = first  # room for the first failed trace only
+        assert _post(receiver.address[1], body) == 200
+        assert decoded == [[failed[0]]]
+        expected = _decode_stored(KIND_PROTOBUF, body, failed)
+        assert {trace_id: service._read_back.spans_of(trace_id) for trace_id in failed} == expected
+    finally:
+        receiver.stop()
+        service.stop(5)
