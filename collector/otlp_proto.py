@@ -10,7 +10,11 @@ is kept, and the count of rejected spans goes back to the sender as OTLP's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from itertools import chain, compress
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -163,23 +167,27 @@ _EVALUATION_RESULT = GenAIEvent.EVALUATION_RESULT
 
 def _evaluator_failed(span: Any) -> bool:
     """Whether an evaluator's ``gen_ai.evaluation.result`` event on a protobuf span says it failed
-    (:mod:`memtrace_otel.signals`); only such events' attributes are decoded."""
-    if any(kv.key == _PASSED for kv in span.attributes):
-        return False  # memtrace's own verdict decides
+    (:mod:`memtrace_otel.signals`); only such events' attributes are decoded. For a span without
+    memtrace's own verdict, which decides where there is one."""
     rule = default_failure_rule()
     return any(event.name == _EVALUATION_RESULT
                and rule.fails({kv.key: _value(kv.value) for kv in event.attributes}) for event in span.events)
 
 
-# Where a span's bytes lack a field's tag byte, the span cannot have that field, and where they lack a
-# key's or an event name's bytes, no attribute or event of it has that key or name: such fields are
-# known absent without reading them through upb (a few hundred nanoseconds a field; a byte search over
-# a span costs tens). Only the spans that may hold them are read.
+# Where a span's bytes lack a key's or an event name's bytes, no attribute or event of it has that key or
+# name: the attributes and events of such spans are known to hold no verdict without reading them through
+# upb (each key read costs about what a byte search of the whole request does).
 _PASSED_BYTES = _PASSED.encode()
 _EVALUATION_RESULT_BYTES = _EVALUATION_RESULT.encode()
-_PARENT_TAG = b"\x22"  # Span field 4, parent_span_id, length-delimited
-_LINKS_TAG = b"\x6a"  # Span field 13, links, length-delimited
+# memtrace.evaluation.passed = true as a span's attribute, as encoders write it: Span field 9 (an attribute)
+# of 32 bytes, its key (field 1, 26 bytes), its value (field 2: an AnyValue of bool_value, field 2, true).
+_PASSED_TRUE = b"\x4a\x20\x0a\x1a" + _PASSED_BYTES + b"\x12\x02\x10\x01"
+_PASSED_TRUE_KEY_AT = 4
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
+# Read through upb for a whole list at once (map in C): a Python loop over the spans costs more than the
+# reads.
+_SPANS, _TRACE_ID, _SPAN_ID = attrgetter("spans"), attrgetter("trace_id"), attrgetter("span_id")
+_PARENT_ID, _LINKS, _KEY = attrgetter("parent_span_id"), attrgetter("links"), attrgetter("key")
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -261,6 +269,79 @@ def _rejection(span: Any) -> str | None:
     return None
 
 
+def _spans(request: ExportTraceServiceRequest) -> list[Any]:
+    """Every span of ``request``, in the order upb lists them (the wrapper objects made in C)."""
+    return list(chain.from_iterable(map(_SPANS, chain.from_iterable(
+        resource_spans.scope_spans for resource_spans in request.resource_spans))))
+
+
+def _ids_all_valid(traces: list[bytes], spans: list[Any]) -> bool:
+    """Whether no span's ids reject it (checked over whole lists, in C, before looking at any one span)."""
+    if set(map(len, traces)) - {16} or _ZERO_TRACE in traces:
+        return False
+    span_ids = list(map(_SPAN_ID, spans))
+    if set(map(len, span_ids)) - {8} or _ZERO_SPAN in span_ids:
+        return False
+    parents = set(map(_PARENT_ID, spans))
+    parents.discard(b"")
+    return not parents or not (set(map(len, parents)) - {8} or _ZERO_SPAN in parents)
+
+
+def _link_problems(span: Any, where: str) -> list[str]:
+    problems = []
+    for link in span.links:
+        try:
+            _hex(link.trace_id, 32, "link trace id")
+            _hex(link.span_id, 16, "link span id")
+        except _BadSpan as error:
+            problems.append(f"span {span.span_id.hex()}: link dropped: {error}")
+    return problems
+
+
+def _verdict(span: Any) -> bool | None:
+    """Whether memtrace's verdict on ``span`` (its last ``memtrace.evaluation.passed``) says it failed;
+    ``None`` without one."""
+    keys = list(map(_KEY, span.attributes))
+    if _PASSED not in keys:
+        return None
+    value = span.attributes[len(keys) - 1 - keys[::-1].index(_PASSED)].value
+    return value.WhichOneof("value") == "bool_value" and not value.bool_value
+
+
+def _may_fail(spans: list[Any], body: bytes | None) -> Iterable[int]:
+    """The positions of the spans that may hold a failing verdict: every span without ``body``; else those
+    whose bytes hold an evaluator's result, or memtrace's verdict other than as the attribute "passed"
+    written the one way the SDK and the Collector write it (:data:`_PASSED_TRUE`), found by byte search.
+
+    A span whose only verdict bytes are that attribute did not fail, wherever the bytes are: where they
+    are the span's attribute, it passed (an attribute 32 bytes long starting with that key holds that
+    value and nothing else; every attribute with the key is one such, or its bytes would be a verdict
+    other than that); where they sit inside some other value, the span has no verdict of its own and,
+    without an evaluator's result, nothing that can fail. So a request whose every ``passed`` key is
+    that attribute, and which holds no evaluator's result, has no failed trace, and where spans of it
+    may have one, only those are read.
+    """
+    if body is None:
+        return range(len(spans))
+    results = _EVALUATION_RESULT_BYTES in body
+    if not results and body.count(_PASSED_BYTES) == body.count(_PASSED_TRUE):
+        return ()
+    ranges = _span_ranges(body)
+    if ranges is None or len(ranges) != len(spans):
+        return range(len(spans))
+    starts = [start for start, _ in ranges]
+    found: set[int] = set()
+    for needle in (_PASSED_BYTES, _EVALUATION_RESULT_BYTES) if results else (_PASSED_BYTES,):
+        at = body.find(needle)
+        while at >= 0:
+            if needle is not _PASSED_BYTES or not body.startswith(_PASSED_TRUE, at - _PASSED_TRUE_KEY_AT):
+                number = bisect_right(starts, at) - 1
+                if number >= 0 and at + len(needle) <= ranges[number][1]:
+                    found.add(number)
+            at = body.find(needle, at + 1)
+    return sorted(found)
+
+
 def index_request(request: ExportTraceServiceRequest, where: str, problems: list[Problem],
                   body: bytes | None = None) -> dict[str, tuple[int, bool]]:
     """``trace id -> (spans, holds a failed evaluation)`` of ``request``, without decoding the spans.
@@ -269,51 +350,39 @@ def index_request(request: ExportTraceServiceRequest, where: str, problems: list
     only if their trace fails (most do not), so ingest skips building records. The same spans are
     rejected, and the same problems reported, as :func:`records_from_request` would.
 
-    ``body``, the bytes ``request`` was parsed from, lets the spans whose bytes cannot hold a
-    parent, a link, memtrace's verdict or an evaluator's result skip reading those.
+    Each field is read for all spans at once where it can be (ids, links), a span at a time only where
+    one of them is off. ``body``, the bytes ``request`` was parsed from, lets the spans whose bytes
+    cannot hold memtrace's verdict or an evaluator's result skip reading their attributes and events.
     """
-    spans = [span for resource_spans in request.resource_spans
-             for scope_spans in resource_spans.scope_spans for span in scope_spans.spans]
-    ranges = _span_ranges(body) if body is not None else None
-    if body is None or ranges is None or len(ranges) != len(spans):
-        body, ranges = b"", [(0, 0)] * len(spans)
-        everything = True
-    else:
-        everything = False
-    verdicts = everything or _PASSED_BYTES in body
-    results = everything or _EVALUATION_RESULT_BYTES in body
-    find = body.find
-    counts: dict[bytes, int] = {}
-    failed_traces: set[bytes] = set()
-    for span, (start, end) in zip(spans, ranges, strict=True):
-        trace = span.trace_id
-        span_id = span.span_id
-        parent = span.parent_span_id if everything or find(_PARENT_TAG, start, end) >= 0 else b""
-        if (len(trace) != 16 or trace == _ZERO_TRACE or len(span_id) != 8 or span_id == _ZERO_SPAN
-                or (parent and (len(parent) != 8 or parent == _ZERO_SPAN))):
+    spans = _spans(request)
+    traces = list(map(_TRACE_ID, spans))
+    found: list[tuple[int, str]] = []  # (span's position, problem): reported in span order
+    rejected: set[int] = set()
+    if not _ids_all_valid(traces, spans):
+        for number, span in enumerate(spans):
             rejection = _rejection(span)
             if rejection is not None:
-                problems.append(Problem(where, rejection))
-                continue
-        if everything or find(_LINKS_TAG, start, end) >= 0:
-            for link in span.links:
-                try:
-                    _hex(link.trace_id, 32, "link trace id")
-                    _hex(link.span_id, 16, "link span id")
-                except _BadSpan as error:
-                    problems.append(Problem(where, f"span {span_id.hex()}: link dropped: {error}"))
-        failed = False
-        if verdicts and (everything or find(_PASSED_BYTES, start, end) >= 0):
-            for kv in span.attributes:
-                if kv.key == _PASSED:
-                    failed = kv.value.WhichOneof("value") == "bool_value" and not kv.value.bool_value
-        if (not failed and results and (everything or find(_EVALUATION_RESULT_BYTES, start, end) >= 0)
-                and span.events and _evaluator_failed(span)):
-            failed = True
-        counts[trace] = counts.get(trace, 0) + 1
+                rejected.add(number)
+                found.append((number, rejection))
+    for number in compress(range(len(spans)), map(len, map(_LINKS, spans))):
+        if number not in rejected:
+            found.extend((number, problem) for problem in _link_problems(spans[number], where))
+    if found:
+        found.sort(key=itemgetter(0))  # stable: one span's link problems stay in their order
+        problems.extend(Problem(where, message) for _, message in found)
+    failed_traces: set[bytes] = set()
+    for number in _may_fail(spans, body):
+        if number in rejected:
+            continue
+        span = spans[number]
+        failed = _verdict(span)
+        if failed is None:
+            failed = bool(span.events) and _evaluator_failed(span)
         if failed:
-            failed_traces.add(trace)
-    return {trace.hex(): (count, trace in failed_traces) for trace, count in counts.items()}
+            failed_traces.add(traces[number])
+    if rejected:
+        traces = [trace for number, trace in enumerate(traces) if number not in rejected]
+    return {trace.hex(): (count, trace in failed_traces) for trace, count in Counter(traces).items()}
 
 
 class IndexedRequest:

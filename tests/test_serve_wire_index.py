@@ -23,6 +23,7 @@ from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
 from memtrace_otel.collector.export import SpanExporterSender
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
 from memtrace_otel.collector.otlp_proto import (
+    _PASSED_TRUE,
     TakeFailed,
     _span_ranges,
     decode_request,
@@ -32,6 +33,10 @@ from memtrace_otel.collector.otlp_proto import (
     span_count,
 )
 from memtrace_otel.spans.model import Problem, SpanRecord
+
+# The bytes of the attribute memtrace.evaluation.passed = true, inside a name or a string value: the index
+# takes a span whose only verdict bytes are these for one without a failing verdict of its own.
+_PASSED_TRUE_TEXT = _PASSED_TRUE.decode()
 
 
 def _id(rng: random.Random, size: int) -> bytes:
@@ -44,7 +49,8 @@ def _id(rng: random.Random, size: int) -> bytes:
 def _span(rng: random.Random, span: Span, traces: list[bytes]) -> None:
     span.trace_id = rng.choice(traces)
     span.span_id = _id(rng, 8)
-    span.name = rng.choice(["judge", "search_memory", "j\x22\x6a", "memtrace.evaluation.passed"])
+    span.name = rng.choice(["judge", "search_memory", "j\x22\x6a", "memtrace.evaluation.passed",
+                            _PASSED_TRUE_TEXT])
     if rng.random() < 0.5:
         span.parent_span_id = _id(rng, 8)
     roll = rng.random()
@@ -65,7 +71,8 @@ def _span(rng: random.Random, span: Span, traces: list[bytes]) -> None:
         if choice < 0.4:
             kv.value.bool_value = rng.random() < 0.7
         elif choice < 0.8:
-            kv.value.string_value = rng.choice(["false", "retrieval", "memtrace.evaluation.passed"])
+            kv.value.string_value = rng.choice(["false", "retrieval", "memtrace.evaluation.passed",
+                                                _PASSED_TRUE_TEXT])
         else:
             kv.value.int_value = 0
     for _ in range(rng.choice([0, 0, 1])):
@@ -254,3 +261,37 @@ def test_serve_decodes_a_requests_failed_traces_only_once_it_has_room_for_them(t
     finally:
         receiver.stop()
         service.stop(5)
+
+
+def test_verdicts_that_say_passed_are_known_from_the_bytes_and_any_other_is_read() -> None:
+    """The SDK writes memtrace.evaluation.passed = true as the bytes the index looks for: a request whose
+    every verdict is those bytes has no failed trace without reading an attribute; those bytes inside a
+    name are no verdict (the span's evaluator result decides), and a false verdict is found among them."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider, sent = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(sent))
+    tracer = provider.get_tracer("t")
+    failing_result = {"gen_ai.evaluation.name": "faithfulness", "gen_ai.evaluation.score.value": 0.1}
+
+    def index_of(*spans: tuple[str, dict[str, Any], bool]) -> list[bool]:
+        sent.clear()
+        for name, attributes, evaluator_failed in spans:
+            span = tracer.start_span(name, attributes=attributes)  # each its own trace
+            if evaluator_failed:
+                span.add_event("gen_ai.evaluation.result", failing_result)
+            span.end()
+        body = encode_spans(sent.get_finished_spans()).SerializeToString()
+        assert _PASSED_TRUE in body or not any(a.get("memtrace.evaluation.passed") for _, a, _ in spans)
+        index = index_body(body, "here", []).index
+        assert index == index_request(decode_request(body), "here", [])  # every span read
+        return [failed for _, failed in index.values()]
+
+    passed = {"memtrace.evaluation.passed": True}
+    assert index_of(("judge", passed, False), ("judge", passed, False)) == [False, False]
+    assert index_of(("judge", passed, False), ("judge", {"memtrace.evaluation.passed": False}, False),
+                    ("judge", passed, False)) == [False, True, False]
+    assert index_of(("judge", passed, True), (_PASSED_TRUE_TEXT, {}, True), (_PASSED_TRUE_TEXT, {}, False),
+                    ("judge", {"note": _PASSED_TRUE_TEXT}, True)) == [False, True, False, True]
