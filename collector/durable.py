@@ -347,11 +347,16 @@ class DurableStore:
         with self._lock:
             return [row[0] for row in self._db.execute("SELECT id FROM outbox ORDER BY id")]
 
-    def outbox_batch(self, row_id: int) -> tuple[int, bytes] | None:
-        """``(spans, body)`` of an outbox row; ``None`` when it is gone (dropped when full)."""
+    def outbox_rows(self, row_ids: Sequence[int]) -> list[tuple[int, int, bytes]]:
+        """``(row id, spans, body)`` of those of ``row_ids`` still in the outbox, in the order given (each
+        once: a row replayed on open may be queued again by its writer)."""
+        row_ids = list(dict.fromkeys(row_ids))
+        if not row_ids:
+            return []
         with self._lock:
-            row = self._db.execute("SELECT spans, body FROM outbox WHERE id = ?", (row_id,)).fetchone()
-        return (int(row[0]), bytes(row[1])) if row else None
+            found = {row[0]: (int(row[1]), bytes(row[2])) for row in self._db.execute(
+                f"SELECT id, spans, body FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})", row_ids)}
+        return [(row_id, *found[row_id]) for row_id in row_ids if row_id in found]
 
     def exported(self, row_ids: Sequence[int]) -> None:
         """The backend took these outbox rows (or refused them for good): delete them."""

@@ -6,16 +6,20 @@ in the write-ahead store's outbox (:mod:`~memtrace_otel.collector.durable`) unti
 answers. Senders post those bytes and say what the answer means, as the Collector's
 ``exporterhelper`` does:
 
-* accepted (HTTP 2xx, gRPC OK): the row is deleted;
+* accepted (HTTP 2xx, gRPC OK): the rows sent are deleted;
 * retryable (HTTP 429, 502, 503, 504; gRPC UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, CANCELLED,
   OUT_OF_RANGE, DATA_LOSS, RESOURCE_EXHAUSTED; a connection error or timeout): retried with
-  exponential backoff, the rows behind it waiting (the backend is down for them too);
-* anything else is permanent: the batch is dropped with a counted, logged reason, so one poison
-  batch cannot stall every later annotation.
+  exponential backoff, the rows behind them waiting (the backend is down for them too);
+* anything else is permanent: the row is dropped with a counted, logged reason, so one poison
+  row cannot stall every later annotation.
+
+Rows waiting together (a backlog of failures, a backend that was down) go as one request, their
+bytes joined (joined export requests are one request holding all their spans), up to 256 rows and
+1 MiB; a request of several rows refused for good is sent again a row at a time, so that only the
+refused row is dropped.
 
 :class:`DurableOutbox` is a :class:`~memtrace_otel.batch_worker.BatchWorker` over outbox row ids
-whose export step is wrapped in a :class:`~memtrace_otel.batch_worker.RetryingExporter` (its
-``retryable`` hook is the answer's class).
+whose export step is wrapped in a :class:`~memtrace_otel.batch_worker.RetryingExporter`.
 
 Thread safety: senders are used by the outbox's one worker thread; ``DurableOutbox.add`` may be
 called from any thread.
@@ -190,40 +194,71 @@ def decode_spans(body: bytes) -> list[ReadableSpan]:
     return spans
 
 
+_BATCH_ROWS = 256
+_BATCH_BYTES = 1 << 20  # well under the 4 MiB an OTLP/gRPC receiver takes by default
+
+
+def _requests(rows: list[tuple[int, int, bytes]]) -> list[list[tuple[int, int, bytes]]]:
+    """Consecutive rows grouped into requests of at most :data:`_BATCH_BYTES` (a larger row alone)."""
+    groups: list[list[tuple[int, int, bytes]]] = []
+    size = _BATCH_BYTES
+    for row in rows:
+        if size + len(row[2]) > _BATCH_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(row)
+        size += len(row[2])
+    return groups
+
+
 class _OutboxStep:
-    """Exports one outbox row per call; remembers whether a refusal may be retried."""
+    """Exports the outbox rows of a batch, those waiting together as one request (an export request's
+    bytes joined are one request holding all their spans); ``False`` when the backend asked for a retry.
+
+    A row is deleted only once the backend took it, or refused it for good. A request of several rows
+    refused for good is sent again a row at a time, so that only the row the backend refuses is
+    dropped; a retryable refusal leaves the batch's remaining rows to be retried together (the rows
+    already taken are gone from the store, so they are not sent again).
+    """
 
     def __init__(self, store: DurableStore, sender: Sender) -> None:
         self._store = store
         self._sender = sender
-        self._retryable = True
+        self.last_reason = ""
         self.exported_spans = 0
         self.dropped_spans = 0
         """Spans the backend refused for good (permanent answers)."""
+        self.requests = 0
+        """Requests sent (a request holds the rows that were waiting together)."""
 
     def export(self, batch: list[int]) -> bool:
-        (row_id,) = batch
-        row = self._store.outbox_batch(row_id)
-        if row is None:  # dropped while the store was full: counted there
-            return True
-        spans, body = row
-        answer, reason = self._sender.send(body)
+        # Rows dropped while the store was full are not there any more: counted there.
+        for rows in _requests(self._store.outbox_rows(batch)):
+            answer, reason = self._send(rows)
+            if answer is Answer.PERMANENT and len(rows) > 1:
+                for row in rows:  # which one is refused: each alone
+                    answer, reason = self._send([row])
+                    if answer is Answer.RETRY:
+                        break
+            if answer is Answer.RETRY:
+                self.last_reason = reason
+                return False
+        return True
+
+    def _send(self, rows: list[tuple[int, int, bytes]]) -> tuple[Answer, str]:
+        """One request of ``rows``; deleted from the store when taken, or (one row) refused for good."""
+        self.requests += 1
+        answer, reason = self._sender.send(rows[0][2] if len(rows) == 1 else b"".join(row[2] for row in rows))
+        spans = sum(row[1] for row in rows)
         if answer is Answer.ACCEPTED:
-            self._store.exported([row_id])
+            self._store.exported([row[0] for row in rows])
             self.exported_spans += spans
-            return True
-        self._retryable = answer is Answer.RETRY
-        if not self._retryable:
-            self._store.exported([row_id])
+        elif answer is Answer.PERMANENT and len(rows) == 1:
+            self._store.exported([rows[0][0]])
             self.dropped_spans += spans
             _logger.warning("trace backend %s refused %d annotation span(s) for good; dropped (%d so far): "
-                            "%s",
-                            self._sender.name, spans, self.dropped_spans, reason)
-        self.last_reason = reason
-        return False
-
-    def retryable(self, batch: list[int]) -> bool:
-        return self._retryable
+                            "%s", self._sender.name, spans, self.dropped_spans, reason)
+        return answer, reason
 
     def shutdown(self) -> None:
         self._sender.shutdown()
@@ -250,11 +285,11 @@ class DurableOutbox:
         """Annotation spans left in the store when the service stopped (sent on the next start)."""
         self._step = _OutboxStep(store, sender)
         self._retrying: RetryingExporter[int] = RetryingExporter(
-            self._step, initial_backoff=initial_backoff, max_backoff=max_backoff,
-            retryable=self._step.retryable, on_refused=self._refused)
+            self._step, initial_backoff=initial_backoff, max_backoff=max_backoff, on_refused=self._refused)
         # Row ids are a few bytes each; the store's size bound is what limits what is held.
         self._worker: BatchWorker[int] = BatchWorker(self._retrying, name="memtrace-outbox",
-                                                     max_queue_size=1 << 24, max_batch_size=1, wake_at=1)
+                                                     max_queue_size=1 << 24, max_batch_size=_BATCH_ROWS,
+                                                     wake_at=1)
         replayed = store.outbox_ids()
         for row_id in replayed:
             self._worker.submit(row_id)
@@ -267,10 +302,10 @@ class DurableOutbox:
             self._worker.submit(row_id)
 
     def _refused(self, attempts: int, batch: list[int]) -> None:
-        if self._step._retryable and (attempts == 1 or attempts % 20 == 0):
+        if attempts == 1 or attempts % 20 == 0:
             _logger.warning("trace backend did not accept %d annotation span(s) (%s); retrying, "
-                            "%d span(s) held", (self._store.outbox_batch(batch[0]) or (0, b""))[0],
-                            getattr(self._step, "last_reason", "?"), self.held)
+                            "%d span(s) held", sum(row[1] for row in self._store.outbox_rows(batch)),
+                            self._step.last_reason, self.held)
 
     @property
     def held(self) -> int:

@@ -275,9 +275,9 @@ class RetryingExporter(Generic[T]):
     """Retries a refused batch with exponential backoff until it is accepted or the step is shut down.
 
     The Collector's ``exporterhelper`` retry, as a wrapper around an export step: the worker
-    stays simple, and the policy can change alone (issue 24 wants permanent errors dropped
-    rather than retried: ``retryable`` is where that decision goes; ``serve``'s outbox answers it
-    from the backend's answer, ``collector/export.py``).
+    stays simple, and the policy can change alone. A step that must drop what cannot succeed (issue
+    24: permanent errors dropped rather than retried) does so itself and refuses only what may
+    (``serve``'s outbox, ``collector/export.py``).
 
     Parameters
     ----------
@@ -285,9 +285,6 @@ class RetryingExporter(Generic[T]):
         The step that may refuse (``False``).
     initial_backoff, max_backoff:
         Seconds to wait after the first refusal, doubling up to the maximum.
-    retryable:
-        Called with the batch after a refusal; ``False`` gives it up at once (counted in
-        ``given_up``). Default: everything is retried.
     on_refused:
         Called with ``(attempts, batch)`` after each refusal (the outbox logs from it).
 
@@ -296,17 +293,14 @@ class RetryingExporter(Generic[T]):
     """
 
     def __init__(self, exporter: BatchExporter[T], *, initial_backoff: float = 0.5, max_backoff: float = 30.0,
-                 retryable: Callable[[list[T]], bool] | None = None,
                  on_refused: Callable[[int, list[T]], None] | None = None) -> None:
         if initial_backoff <= 0 or max_backoff < initial_backoff:
             raise ValueError("need 0 < initial_backoff <= max_backoff")
         self._exporter = exporter
         self._initial_backoff, self._max_backoff = initial_backoff, max_backoff
-        self._retryable = retryable
         self._on_refused = on_refused
         self._stop = threading.Event()
         self.failed_attempts = 0
-        self.given_up = 0
 
     def export(self, batch: list[T]) -> bool:
         backoff = self._initial_backoff
@@ -319,9 +313,6 @@ class RetryingExporter(Generic[T]):
             self.failed_attempts += 1
             if self._on_refused is not None:
                 self._on_refused(self.failed_attempts, batch)
-            if self._retryable is not None and not self._retryable(batch):
-                self.given_up += len(batch)
-                return False
             if self._stop.wait(backoff):  # the batch stays with the worker: retried, never dropped
                 break
             backoff = min(backoff * 2, self._max_backoff)

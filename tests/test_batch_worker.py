@@ -103,8 +103,6 @@ def test_retrying_exporter_retries_until_accepted_and_stops_on_shutdown() -> Non
     retrying = RetryingExporter(Refuses(), initial_backoff=0.001, max_backoff=0.002,
                                 on_refused=lambda attempts, _batch: refusals.append(attempts))
     assert retrying.export([1]) is True and retrying.failed_attempts == 2 and refusals == [1, 2]
-    given_up = RetryingExporter(Recorder(accept=False), initial_backoff=0.001, retryable=lambda _b: False)
-    assert given_up.export([1, 2]) is False and given_up.given_up == 2
     stopped = RetryingExporter(Recorder(accept=False), initial_backoff=60, max_backoff=60)
     outcome: list[bool] = []
     thread = threading.Thread(target=lambda: outcome.append(stopped.export([1])))

@@ -132,10 +132,96 @@ def test_a_permanent_refusal_drops_that_batch_and_the_next_ones_go_through(tmp_p
     store.close()
 
 
-def _span():  # type: ignore[no-untyped-def]
+def _named_rows(store: DurableStore, names: list[str]) -> list[int]:
+    """One outbox row per name: an encoded request of one span so named (``poison``: not a request)."""
+    ids: list[int] = []
+    for number, name in enumerate(names):
+        body = b"poison" if name == "poison" else encode_spans([_span(name)]).SerializeToString()
+        ids += store.finish(f"{number + 1:032x}", [(1, body)])
+    return ids
+
+
+def test_annotation_rows_waiting_together_go_as_one_request(tmp_path: Path) -> None:
+    port = _free_ports(1)[0]  # nothing listens there yet: the backend is down while rows pile up
+    store = DurableStore(tmp_path)
+    names = [f"annotation-{n}" for n in range(20)]
+    outbox = DurableOutbox(store, OtlpHttpSender(f"http://127.0.0.1:{port}/v1/traces", timeout=1),
+                           initial_backoff=0.05, max_backoff=0.1)
+    outbox.add(_named_rows(store, names))
+    wait_for(lambda: outbox.failed_attempts >= 1 or None, timeout=20, what="the backend was never tried")
+    requests: list[list[str]] = []
+    backend = OTLPHttpReceiver(lambda spans, _size: requests.append([s.name for s in spans]) or True,
+                               port=port, store_bodies=False)
+    backend.start()
+    try:
+        assert outbox.force_flush(20_000)
+    finally:
+        backend.stop()
+    assert [name for request in requests for name in request] == names  # each once, in order
+    # the row being retried, then every row that waited behind it (a request a row: 20)
+    assert len(requests) <= 2
+    assert outbox.exported == 20 and outbox.held == 0 and outbox.dropped == 0
+    outbox.shutdown(1000)
+    store.close()
+
+
+_SINK_CONFIG = """
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${env:OTELCOL_HTTP_PORT}
+      grpc:
+        endpoint: 127.0.0.1:${env:OTELCOL_GRPC_PORT}
+exporters:
+  file:
+    path: ${env:SINK_PATH}
+    flush_interval: 100ms
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [file]
+  telemetry:
+    metrics:
+      level: none
+"""
+
+
+def test_the_collector_refusing_one_row_of_a_request_drops_that_row_only(tmp_path: Path) -> None:
+    """Rows sent together that the real Collector refuses for good (HTTP 400: one of them is not an export
+    request) are sent again a row at a time: the good ones reach it, the refused one alone is dropped."""
+    import json
+
+    from memtrace_otel.collector.export import _OutboxStep
+
+    import otelcol_harness
+
+    binary = otelcol_harness.require_otelcol_binary()
+    config, sink = tmp_path / "sink.yaml", tmp_path / "sink.jsonl"
+    config.write_text(_SINK_CONFIG)
+    store = DurableStore(tmp_path / "data")
+    ids = _named_rows(store, ["first", "poison", "second", "third"])
+    with otelcol_harness.run_otelcol(binary, config, tmp_path, env={"SINK_PATH": str(sink)}) as collector:
+        step = _OutboxStep(store, OtlpHttpSender(collector.otlp_http_traces))
+        assert step.export(ids) is True  # nothing left to retry
+        assert step.requests == 1 + 4  # the four together, refused; then each alone
+        assert (step.exported_spans, step.dropped_spans) == (3, 1) and store.outbox_rows(ids) == []
+
+        def names() -> list[str]:
+            lines = sink.read_text().splitlines() if sink.exists() else []
+            return [span["name"] for line in lines for resource in json.loads(line)["resourceSpans"]
+                    for scope in resource["scopeSpans"] for span in scope["spans"]]
+
+        assert wait_for(lambda: names() if len(names()) >= 3 else None, timeout=30,
+                        what=collector.log_tail) == ["first", "second", "third"]
+    store.close()
+
+
+def _span(name: str = "annotation"):  # type: ignore[no-untyped-def]
     provider, sent = TracerProvider(), InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(sent))
-    provider.get_tracer("t").start_span("annotation").end()
+    provider.get_tracer("t").start_span(name).end()
     return sent.get_finished_spans()[0]
 
 

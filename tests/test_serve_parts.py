@@ -82,7 +82,7 @@ def test_the_store_keeps_requests_until_their_traces_are_released_and_replays_af
     store.close()  # as after a kill: nothing was released
     reopened = DurableStore(tmp_path)
     assert [t.trace_id for t in reopened.stored_traces()] == [f"{3:032x}"]
-    assert reopened.outbox_ids() == ids and reopened.outbox_batch(ids[0]) == (2, b"annotations")
+    assert reopened.outbox_ids() == ids and reopened.outbox_rows(ids) == [(ids[0], 2, b"annotations")]
     reopened.close()
 
 
