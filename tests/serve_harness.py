@@ -13,6 +13,7 @@ they annotate.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import signal
@@ -52,6 +53,7 @@ __all__ = [
     "failed_traces",
     "hex_ids",
     "jaeger_trace",
+    "post_protobuf",
     "reference_verdicts",
     "references",
     "run_serve",
@@ -176,6 +178,19 @@ def app_pipeline(otlp_http_traces: str, service: str) -> AppPipeline:
     sent = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(sent))
     return AppPipeline(provider, sent)
+
+
+def post_protobuf(port: int, body: bytes) -> int:
+    """POST an OTLP/HTTP protobuf request to ``serve`` (or a receiver) on 127.0.0.1; its status."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/v1/traces", body=body,
+                           headers={"Content-Type": "application/x-protobuf"})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
 
 
 def hex_ids(span: ReadableSpan) -> tuple[str, str]:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import re
 import signal
@@ -38,7 +37,7 @@ from memtrace_otel.spans.backend import BackendFetch
 
 from otelcol_harness import free_ports as _free_ports
 from scenario import run_pipeline
-from serve_harness import failed_traces, start_serve, stop_serve, wait_for
+from serve_harness import failed_traces, post_protobuf, start_serve, stop_serve, wait_for
 
 _VERDICT = re.compile(r"trace ([0-9a-f]{32}): (\w+) at (\S+)")
 
@@ -54,23 +53,11 @@ def _failing_requests(runs: int) -> tuple[list[bytes], set[str]]:
     return bodies, set(failed_traces(spans))
 
 
-def _post(port: int, body: bytes) -> int:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("POST", "/v1/traces", body=body,
-                           headers={"Content-Type": "application/x-protobuf"})
-        response = connection.getresponse()
-        response.read()
-        return response.status
-    finally:
-        connection.close()
-
-
 def test_sigkill_after_acknowledging_loses_no_failure(tmp_path: Path) -> None:
     bodies, failed = _failing_requests(3)
     # A long settle: nothing is attributed before the kill, everything is only acknowledged.
     serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=60)
-    assert [_post(serve.http_port, body) for body in bodies] == [200] * len(bodies)  # type: ignore[arg-type]
+    assert [post_protobuf(serve.http_port, body) for body in bodies] == [200] * len(bodies)  # type: ignore[arg-type]
     assert stop_serve(serve, sig=signal.SIGKILL) == -signal.SIGKILL
     serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=0.5)
     try:
@@ -250,7 +237,7 @@ def test_two_hundred_concurrent_clients_are_all_answered(tmp_path: Path) -> None
     serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=1)
     try:
         with ThreadPoolExecutor(200) as pool:
-            statuses = list(pool.map(lambda n: _post(serve.http_port, bodies[n % len(bodies)]),  # type: ignore[arg-type]
+            statuses = list(pool.map(lambda n: post_protobuf(serve.http_port, bodies[n % len(bodies)]),  # type: ignore[arg-type]
                                      range(600)))
         assert statuses == [200] * 600  # no reset (http.server's backlog of 5 reset 173 of 600)
     finally:
@@ -295,7 +282,7 @@ def test_idle_and_slow_clients_hold_no_thread_and_are_closed(tmp_path: Path) -> 
                 for _ in range(300)]
         slow = socket.create_connection(("127.0.0.1", serve.http_port), timeout=30)  # type: ignore[arg-type]
         slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # headers never finished (slowloris)
-        assert _post(serve.http_port, bodies[0]) == 200  # type: ignore[arg-type]
+        assert post_protobuf(serve.http_port, bodies[0]) == 200  # type: ignore[arg-type]
         # http.server held one thread per connection (1,016 threads for 1,000 idle connections).
         assert _threads(serve.process.pid) <= before + 2
         slow.settimeout(30)
@@ -322,8 +309,8 @@ def test_a_dense_flood_keeps_resident_memory_under_the_limit(tmp_path: Path) -> 
     peak = 0.0
     try:
         with ThreadPoolExecutor(len(bodies)) as pool:
-            pending = [pool.submit(lambda body: [_post(serve.http_port, body) for _ in range(3)], body)
-                       for body in bodies]
+            pending = [pool.submit(lambda body: [post_protobuf(serve.http_port, body) for _ in range(3)],
+                                   body) for body in bodies]
             while not all(future.done() for future in pending):
                 peak = max(peak, _rss_mib(serve.process.pid))
             statuses = [status for future in pending for status in future.result()]
@@ -349,7 +336,7 @@ def test_a_restart_while_the_backend_is_down_keeps_the_annotations(tmp_path: Pat
     (dead,) = _free_ports(1)
     serve = start_serve(tmp_path, grpc_port=-1, http_port=0, settle=0.5,
                         backend_otlp=f"http://127.0.0.1:{dead}")
-    assert _post(serve.http_port, body) == 200  # type: ignore[arg-type]
+    assert post_protobuf(serve.http_port, body) == 200  # type: ignore[arg-type]
     wait_for(lambda: "did not accept" in serve.log() or None, timeout=60, what=serve.log_tail)
     assert stop_serve(serve) == 0  # the drain does not wait for a backend that is down
     assert "kept in" in serve.log() and "for the next start" in serve.log()

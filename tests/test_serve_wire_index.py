@@ -8,7 +8,6 @@ tag bytes the index searches for, several resources and scopes, spans rejected f
 
 from __future__ import annotations
 
-import http.client
 import random
 from collections.abc import Collection
 from typing import Any
@@ -33,6 +32,8 @@ from memtrace_otel.collector.otlp_proto import (
     span_count,
 )
 from memtrace_otel.spans.model import Problem, SpanRecord
+
+from serve_harness import post_protobuf
 
 # The bytes of the attribute memtrace.evaluation.passed = true, inside a name or a string value: the index
 # takes a span whose only verdict bytes are these for one without a failing verdict of its own.
@@ -211,18 +212,6 @@ def test_spans_kept_at_receive_and_read_back_again_by_another_trace_are_counted_
     store.close()
 
 
-def _post(port: int, body: bytes) -> int:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("POST", "/v1/traces", body=body,
-                           headers={"Content-Type": "application/x-protobuf"})
-        response = connection.getresponse()
-        response.read()
-        return response.status
-    finally:
-        connection.close()
-
-
 def test_serve_decodes_a_requests_failed_traces_only_once_it_has_room_for_them(tmp_path) -> None:
     """Over a real socket: a request refused with a 503 (the backlog full) has none of its failed traces
     decoded (the sender retries it; the work would be thrown away), and of an accepted one only the failed
@@ -249,12 +238,12 @@ def test_serve_decodes_a_requests_failed_traces_only_once_it_has_room_for_them(t
     receiver.start()
     try:
         service.max_backlog = 0  # every request refused, retryable
-        assert _post(receiver.address[1], body) == 503
+        assert post_protobuf(receiver.address[1], body) == 503
         assert decoded == [] and service.stats.spans_refused > 0
         service.max_backlog = 1000
         first = index[failed[0]][0]
         service._read_back._MAX_KEPT_SPANS = first  # room for the first failed trace only
-        assert _post(receiver.address[1], body) == 200
+        assert post_protobuf(receiver.address[1], body) == 200
         assert decoded == [[failed[0]]]
         expected = _decode_stored(KIND_PROTOBUF, body, failed)
         assert {trace_id: service._read_back.spans_of(trace_id) for trace_id in failed} == expected
