@@ -104,7 +104,8 @@ def _kind(kind: VariableKind | str) -> VariableKind:
 
 def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) -> Operation:
     """``Operation(owner, name, category, span_name=name, kind=INTERNAL, attributes=start)``, the most common
-    operation, made without ``__init__``'s keyword arguments and its frame (the class holds the rest)."""
+    operation, made without ``__init__``'s keyword arguments and its frame; every slot is set here, as
+    ``__init__`` sets them (the class has no defaults to fall back on)."""
     operation = _new_operation(Operation)
     operation._owner = owner
     operation.name = name
@@ -113,7 +114,7 @@ def _plain(owner: _Owner, name: str, category: Category, start: dict[str, Any]) 
     operation._start = start
     operation.inputs = []
     operation.outputs = []
-    # What every operation reads before it could have changed (see the class's note on its state).
+    # Every slot, the rarely used ones too (see the class's note on its slots).
     operation.span = _INVALID_SPAN
     operation._kind = _INTERNAL
     operation.gen_ai_operation = None
