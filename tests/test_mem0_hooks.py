@@ -129,3 +129,16 @@ def test_packed_search_reads_each_record_as_one_by_one() -> None:
     assert packed._lineage(plain)[:2] == [("r1", "mem0:r1@2", traceparent), ("7", None, None)]
     assert packed._lineage(odd)[-2:] == [("None", "mem0:x@1", None), ("r9", None, None)]
     assert packed._lineage(()) == []
+
+
+def test_packed_search_with_content_reads_text_and_score() -> None:
+    """With content capture the search stage keeps each record's text and score besides its lineage: a text
+    that is not a string, or a score that is not a number, reads as ``None``."""
+    lineage = {"memtrace_variable": "mem0:r1@2", "data": "Alice moved to Paris"}
+    scored = _Record("r1", lineage)
+    scored.score = 0.75  # type: ignore[attr-defined]
+    odd = _Record("r2", {"data": 3})
+    odd.score = "0.3"  # type: ignore[attr-defined]
+    assert packed._captured(scored) == ("r1", "mem0:r1@2", None, "Alice moved to Paris", 0.75)
+    assert packed._captured(odd) == ("r2", None, None, None, None)
+    assert packed._captured(_NoPayload()) == ("r9", None, None, None, None)
