@@ -15,8 +15,8 @@ answers. Senders post those bytes and say what the answer means, as the Collecto
 
 Rows waiting together (a backlog of failures, a backend that was down) go as one request, their
 bytes joined (joined export requests are one request holding all their spans), up to 256 rows and
-1 MiB; a request of several rows refused for good is sent again a row at a time, so that only the
-refused row is dropped.
+1 MiB; a request of several rows not taken is sent again a row at a time, so that only a refused
+row is dropped and a join the backend cannot take (too large for it) does not stall the rows.
 
 :class:`DurableOutbox` is a :class:`~memtrace_otel.batch_worker.BatchWorker` over outbox row ids
 whose export step is wrapped in a :class:`~memtrace_otel.batch_worker.RetryingExporter`.
@@ -201,9 +201,9 @@ _BATCH_BYTES = 1 << 20  # well under the 4 MiB an OTLP/gRPC receiver takes by de
 def _requests(rows: list[tuple[int, int, bytes]]) -> list[list[tuple[int, int, bytes]]]:
     """Consecutive rows grouped into requests of at most :data:`_BATCH_BYTES` (a larger row alone)."""
     groups: list[list[tuple[int, int, bytes]]] = []
-    size = _BATCH_BYTES
+    size = 0
     for row in rows:
-        if size + len(row[2]) > _BATCH_BYTES:
+        if not groups or size + len(row[2]) > _BATCH_BYTES:
             groups.append([])
             size = 0
         groups[-1].append(row)
@@ -216,9 +216,11 @@ class _OutboxStep:
     bytes joined are one request holding all their spans); ``False`` when the backend asked for a retry.
 
     A row is deleted only once the backend took it, or refused it for good. A request of several rows
-    refused for good is sent again a row at a time, so that only the row the backend refuses is
-    dropped; a retryable refusal leaves the batch's remaining rows to be retried together (the rows
-    already taken are gone from the store, so they are not sent again).
+    that the backend does not take is sent again a row at a time: refused for good, only the row the
+    backend refuses is dropped; refused for now, the join itself may be what it refused (a receiver
+    limit under the request's size, a timeout on a large request), so the rows go alone until one of
+    them is refused for now too (the backend is down for all: the rows not taken are retried
+    together, those taken are gone from the store and not sent again).
     """
 
     def __init__(self, store: DurableStore, sender: Sender) -> None:
@@ -235,8 +237,8 @@ class _OutboxStep:
         # Rows dropped while the store was full are not there any more: counted there.
         for rows in _requests(self._store.outbox_rows(batch)):
             answer, reason = self._send(rows)
-            if answer is Answer.PERMANENT and len(rows) > 1:
-                for row in rows:  # which one is refused: each alone
+            if answer is not Answer.ACCEPTED and len(rows) > 1:
+                for row in rows:  # which one is refused, or whether the join was: each alone
                     answer, reason = self._send([row])
                     if answer is Answer.RETRY:
                         break

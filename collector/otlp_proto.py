@@ -319,7 +319,9 @@ def _may_fail(spans: list[Any], body: bytes | None) -> Iterable[int]:
     other than that); where they sit inside some other value, the span has no verdict of its own and,
     without an evaluator's result, nothing that can fail. So a request whose every ``passed`` key is
     that attribute, and which holds no evaluator's result, has no failed trace, and where spans of it
-    may have one, only those are read.
+    may have one, only those are read. This holds for requests encoded as protobuf encoders write them
+    (each field once, in order: the SDK's, the Collector's); a hand-made request that repeats a
+    ``value`` field, which protobuf merges, could hide a failing verdict from this test.
     """
     if body is None:
         return range(len(spans))
@@ -391,8 +393,9 @@ class IndexedRequest:
     the failed traces ``serve`` decides to keep.
 
     ``serve`` decides after it has checked that it has room for the request and for those spans:
-    a request it refuses (503, retried) or spans past its cap (read back from the store) are not
-    decoded here for nothing.
+    a request it refuses (503, retried) or spans past its cap at the time of the check (read back
+    from the store) are not decoded here for nothing. The room is not reserved: receiver threads
+    checking at once may each decode up to the cap, and what does not fit is then not kept.
     """
 
     __slots__ = ("_request", "index", "offered")

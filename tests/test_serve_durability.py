@@ -152,6 +152,37 @@ def test_annotation_rows_waiting_together_go_as_one_request(tmp_path: Path) -> N
     store.close()
 
 
+
+def test_a_join_the_backend_cannot_take_for_now_goes_a_row_at_a_time(tmp_path: Path) -> None:
+    """A backend that answers 503 to any request of more than one span (a receiver limit under the joined
+    request's size) takes the rows sent alone: the join is not retried for ever with the rows behind it."""
+    from memtrace_otel.collector.export import _OutboxStep, _requests
+
+    taken: list[str] = []
+
+    def ingest(spans: list, _size: int) -> bool:  # type: ignore[type-arg]
+        if len(spans) > 1:
+            return False  # the receiver's 503: retry later
+        taken.extend(span.name for span in spans)
+        return True
+
+    backend = OTLPHttpReceiver(ingest, port=0, store_bodies=False)
+    backend.start()
+    store = DurableStore(tmp_path)
+    try:
+        names = [f"annotation-{n}" for n in range(5)]
+        ids = _named_rows(store, names)
+        url = f"http://127.0.0.1:{backend.address[1]}/v1/traces"
+        step = _OutboxStep(store, OtlpHttpSender(url, timeout=5))
+        assert step.export(ids) is True  # nothing left to retry
+        assert step.requests == 1 + 5 and taken == names and store.outbox_rows(ids) == []
+    finally:
+        backend.stop()
+        store.close()
+    # an empty body first still starts a request of its own (no row is lost to an empty group)
+    assert _requests([(1, 1, b""), (2, 1, b"x")]) == [[(1, 1, b""), (2, 1, b"x")]]
+
+
 _SINK_CONFIG = """
 receivers:
   otlp:
