@@ -46,6 +46,11 @@ def _child(args: argparse.Namespace) -> int:
     import uuid
 
     sys.path[:0] = [args.checkout, str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "mem0")]
+    # The checkout's collector/ and exporters/ (pyproject's package-dir), as mem0_overhead.py does: a venv's
+    # editable install maps them only into the clone it was installed from, which may be gone.
+    import memtrace_otel
+
+    memtrace_otel.__path__.append(args.checkout)
     random.seed(0)
     ids = random.Random(1)
     uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]

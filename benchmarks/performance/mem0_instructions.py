@@ -81,6 +81,11 @@ def _child(args: argparse.Namespace) -> int:
 
     os.environ["MEM0_TELEMETRY"] = "False"
     sys.path[:0] = [args.checkout, str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "mem0")]
+    # The checkout's collector/ and exporters/ (pyproject's package-dir), as mem0_overhead.py does: a venv's
+    # editable install maps them only into the clone it was installed from, which may be gone.
+    import memtrace_otel
+
+    memtrace_otel.__path__.append(args.checkout)
     if args.seeded:
         _seed()
     from mem0_app import config
