@@ -8,6 +8,7 @@ hand-written store and LLM classes of the shape mem0 uses.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from memtrace_otel import MemoryTracer
 from memtrace_otel.instrument.mem0 import Mem0Instrumentor, packed
 from memtrace_otel.instrument.mem0.hooks import StoreHooks
+from memtrace_otel.instrument.mem0.methods import result_items
+from memtrace_otel.instrument.mem0.pipeline import parse_json_object, prompt_text
 from memtrace_otel.instrument.mem0.scope import stored_variable
 from memtrace_otel.instrument.mem0.v1 import llm_call_specs
 
@@ -122,13 +125,61 @@ def test_packed_search_reads_each_record_as_one_by_one() -> None:
     shape (no id, no payload, a payload that is not a dict) reads as the one-by-one reading reads it."""
     traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
     lineage = {"memtrace_variable": "mem0:r1@2", "memtrace_traceparent": traceparent}
-    plain = [_Record("r1", lineage), _Record(7, {"data": "x"}), _Record("r3", None), _Record("r4", "text")]
+    dicts = [_Record("r1", lineage), _Record(7, {"data": "x"})]  # mem0's: every payload a dict
+    plain = [*dicts, _Record("r3", None), _Record("r4", "text")]
     odd = [*plain, _NoId(), _NoPayload()]
-    for records in (plain, odd):
+    for records in (dicts, plain, odd):
         assert packed._lineage(records) == [packed._captured(r)[:3] for r in records]
     assert packed._lineage(plain)[:2] == [("r1", "mem0:r1@2", traceparent), ("7", None, None)]
     assert packed._lineage(odd)[-2:] == [("None", "mem0:x@1", None), ("r9", None, None)]
     assert packed._lineage(()) == []
+    assert packed._lineage(dicts) == [("r1", "mem0:r1@2", traceparent), ("7", None, None)]
+
+
+class _Message(dict[str, Any]):
+    """A prompt message that is a ``dict`` subclass (read one by one, as any ``Mapping``)."""
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": "system", "content": "You extract facts."}, {"role": "user", "content": "I live in Lisbon"}],
+    [{"role": "user", "content": 3}, {"role": "user"}],
+    [{"role": "user", "content": "one"}],
+    [],
+    [_Message(content="a"), {"content": "bc"}, "not a message"],
+])
+def test_packed_prompt_size_is_the_joined_prompts_length(messages: list[Any]) -> None:
+    """The packed ``add`` records an LLM stage's prompt by the length of ``pipeline.prompt_text`` of its
+    messages without joining them."""
+    traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    add = packed.PackedAdd(object(), traceparent, MemoryTracer(TracerProvider()))
+    assert add.plain
+    assert packed._prompt(add, messages) == len(prompt_text(messages))
+
+
+@pytest.mark.parametrize("response", [
+    '{"facts": ["a"]}', ' {"facts": ["a"]} \n', '{"facts": ["a"]} and more }', '{"a": 1} {"b": 2}',
+    '```json\n{"facts": ["a"]}\n```', '{not json}', '{"text": "tab\there"}', '[{"a": 1}]', "", "{",
+])
+def test_parse_json_object_whole_or_cut(response: str) -> None:
+    """A response that is a JSON object whole is parsed as is; any other is cut from its first ``{`` to its
+    last ``}``, as mem0 reads it: the same object either way."""
+    text = response.strip()
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        expected = json.loads(text[start:end + 1], strict=False) if 0 <= start < end else {}
+    except ValueError:
+        expected = {}
+    assert parse_json_object(response) == (expected if isinstance(expected, dict) else {})
+
+
+def test_result_items_keeps_mappings_only() -> None:
+    """mem0's result items: all plain dicts, or mixed, the non-mappings left out."""
+    items = [{"id": "1", "event": "ADD"}, {"id": "2", "event": "NONE"}]
+    assert result_items({"results": items}) == items
+    assert result_items(items) == items
+    assert result_items([*items, "x", _Message(id="3")]) == [*items, {"id": "3"}]
+    assert result_items({"id": "1"}) == [{"id": "1"}]
+    assert result_items(None) == []
 
 
 def test_packed_search_with_content_reads_text_and_score() -> None:

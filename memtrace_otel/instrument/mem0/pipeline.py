@@ -38,6 +38,13 @@ def parse_json_object(response: Any) -> Mapping[str, Any]:
     """
     if not isinstance(response, str):
         return {}
+    if response[:1] == "{":  # a bare JSON object (json mode's answer): parsed whole, nothing to strip or cut
+        try:
+            whole = orjson.loads(response)
+        except orjson.JSONDecodeError:
+            whole = None
+        if type(whole) is dict:  # orjson read it all: the object the cut below would have found
+            return whole
     text = response.strip()
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
