@@ -250,13 +250,13 @@ def test_record_makes_no_operation_object(monkeypatch: pytest.MonkeyPatch, trace
                             writes=(("mem:1", "a", VariableKind.MEMORY_UNIT),))
     assert [v.id for v in written] == ["mem:1@1"]
     started: list[Operation] = []
-    original = Operation._begin
+    original = Operation.__enter__
 
-    def begun(self: Operation, start_time: int | None) -> Any:
+    def begun(self: Operation) -> Any:
         started.append(self)
-        return original(self, start_time)
+        return original(self)
 
-    monkeypatch.setattr(Operation, "_begin", begun)
+    monkeypatch.setattr(Operation, "__enter__", begun)
     mt.record("store", Category.UPDATE, writes=(("mem:2", "b"),), gen_ai_operation="create_memory")
     assert started == []  # the Operation made for its options starts no span: the one-shot path records it
     extract, store = span_exporter.get_finished_spans()[1:]

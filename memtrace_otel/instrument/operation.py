@@ -222,7 +222,15 @@ class Operation:
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Operation:
-        self._token = _attach(_set_span_in_context(self._begin(None)))
+        # Tracer.start_span(name, context, kind, attributes, links, start_time), its arguments given by
+        # position: CPython 3.11 specialises a call with positional arguments only (keywords take the
+        # generic path, matching each name). Written here, not in a method of its own: a frame fewer.
+        span = self.span = self._owner._tracer.start_span(self._span_name, None, self._kind, self._start, (),
+                                                          None)
+        if span.is_recording():
+            self._recording = True
+            self._context = span.get_span_context()
+        self._token = _attach(_set_span_in_context(span))
         self._op_token = _current.set(self)
         return self
 
@@ -538,17 +546,6 @@ class Operation:
                                       MemTrace.CONTENT_REF: self._owner.content_ref})
 
     # -- internals ---------------------------------------------------------
-    def _begin(self, start_time: int | None) -> Span:
-        # Tracer.start_span(name, context, kind, attributes, links, start_time), its arguments given by
-        # position: CPython 3.11 specialises a call with positional arguments only (keywords take the
-        # generic path, matching each name).
-        span = self.span = self._owner._tracer.start_span(self._span_name, None, self._kind, self._start, (),
-                                                          start_time)
-        if span.is_recording():
-            self._recording = True
-            self._context = span.get_span_context()
-        return span
-
     def _remember_content(self, variable: Variable) -> None:
         if variable.content is not None and self._recording:
             self._owner.contents.put_version(variable.name, variable.version, variable.content)
@@ -659,13 +656,13 @@ def _record_once(owner: _Owner, span_name: str, kind: SpanKind, start: dict[str,
     each of ``writes`` in order (and fails with ``error``), as ``read`` and ``write`` would, and ends.
 
     The same steps as the ``with`` form, run by the same code: the span started as
-    :meth:`Operation._begin` starts it, each read resolved (:func:`_resolve`) and each write versioned by
+    :meth:`Operation.__enter__` starts it, each read resolved (:func:`_resolve`) and each write versioned by
     the registry, then :func:`_record_lineage`. No :class:`Operation` is made: nothing can reach one (the
     span is not made current: nothing runs inside it), and making one and keeping its state on it cost
     about 5% of the SDK's own span (issue 28, item 2: ``docs/performance.md``). ``reads`` and ``writes``
     were checked (:func:`checked_items`).
     """
-    # Tracer.start_span(name, context, kind, attributes, links, start_time) by position, as _begin does.
+    # Tracer.start_span(name, context, kind, attributes, links, start_time) by position, as __enter__ does.
     span = owner._tracer.start_span(span_name, None, kind, start, (), start_time)
     outputs: list[Variable] = []
     try:
