@@ -358,6 +358,29 @@ class DurableStore:
                 f"SELECT id, spans, body FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})", row_ids)}
         return [(row_id, *found[row_id]) for row_id in row_ids if row_id in found]
 
+    def outbox_sizes(self, row_ids: Sequence[int]) -> list[tuple[int, int, int]]:
+        """``(row id, spans, body's bytes)`` of those of ``row_ids`` still in the outbox, in the order
+        given (each once), without reading the bodies: the sender reads them a request at a time
+        (:meth:`outbox_rows`), so a batch's bodies are not all held at once."""
+        row_ids = list(dict.fromkeys(row_ids))
+        if not row_ids:
+            return []
+        with self._lock:
+            found = {row[0]: (int(row[1]), int(row[2])) for row in self._db.execute(
+                f"SELECT id, spans, LENGTH(body) FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})",
+                row_ids)}
+        return [(row_id, *found[row_id]) for row_id in row_ids if row_id in found]
+
+    def outbox_spans_of(self, row_ids: Sequence[int]) -> int:
+        """Spans in those of ``row_ids`` still in the outbox (summed by the store: no body read)."""
+        row_ids = list(dict.fromkeys(row_ids))
+        if not row_ids:
+            return 0
+        with self._lock:
+            return int(self._db.execute(
+                f"SELECT COALESCE(SUM(spans), 0) FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})",
+                row_ids).fetchone()[0])
+
     def exported(self, row_ids: Sequence[int]) -> None:
         """The backend took these outbox rows (or refused them for good): delete them."""
         with self._lock, self._db:

@@ -16,7 +16,9 @@ answers. Senders post those bytes and say what the answer means, as the Collecto
 Rows waiting together (a backlog of failures, a backend that was down) go as one request, their
 bytes joined (joined export requests are one request holding all their spans), up to 256 rows and
 1 MiB; a request of several rows not taken is sent again a row at a time, so that only a refused
-row is dropped and a join the backend cannot take (too large for it) does not stall the rows.
+row is dropped and a join the backend cannot take (too large for it) does not stall the rows. The
+rows' sizes are read first and their bodies a request at a time, so a batch holds one request's
+bytes, not its 256 rows'; the spans a refusal logs are summed by the store, not read from the bodies.
 
 :class:`DurableOutbox` is a :class:`~memtrace_otel.batch_worker.BatchWorker` over outbox row ids
 whose export step is wrapped in a :class:`~memtrace_otel.batch_worker.RetryingExporter`.
@@ -198,16 +200,17 @@ _BATCH_ROWS = 256
 _BATCH_BYTES = 1 << 20  # well under the 4 MiB an OTLP/gRPC receiver takes by default
 
 
-def _requests(rows: list[tuple[int, int, bytes]]) -> list[list[tuple[int, int, bytes]]]:
-    """Consecutive rows grouped into requests of at most :data:`_BATCH_BYTES` (a larger row alone)."""
-    groups: list[list[tuple[int, int, bytes]]] = []
+def _requests(rows: list[tuple[int, int, int]]) -> list[list[int]]:
+    """The ids of consecutive rows ``(row id, spans, body's bytes)`` grouped into requests of at most
+    :data:`_BATCH_BYTES` (a larger row alone)."""
+    groups: list[list[int]] = []
     size = 0
-    for row in rows:
-        if not groups or size + len(row[2]) > _BATCH_BYTES:
+    for row_id, _, length in rows:
+        if not groups or size + length > _BATCH_BYTES:
             groups.append([])
             size = 0
-        groups[-1].append(row)
-        size += len(row[2])
+        groups[-1].append(row_id)
+        size += length
     return groups
 
 
@@ -234,8 +237,12 @@ class _OutboxStep:
         """Requests sent (a request holds the rows that were waiting together)."""
 
     def export(self, batch: list[int]) -> bool:
-        # Rows dropped while the store was full are not there any more: counted there.
-        for rows in _requests(self._store.outbox_rows(batch)):
+        # Rows dropped while the store was full are not there any more: counted there. Grouped by their
+        # sizes, each request's bodies read only when it goes: one request's bytes held, not the batch's.
+        for group in _requests(self._store.outbox_sizes(batch)):
+            rows = self._store.outbox_rows(group)
+            if not rows:
+                continue
             answer, reason = self._send(rows)
             if answer is not Answer.ACCEPTED and len(rows) > 1:
                 for row in rows:  # which one is refused, or whether the join was: each alone
@@ -306,7 +313,7 @@ class DurableOutbox:
     def _refused(self, attempts: int, batch: list[int]) -> None:
         if attempts == 1 or attempts % 20 == 0:
             _logger.warning("trace backend did not accept %d annotation span(s) (%s); retrying, "
-                            "%d span(s) held", sum(row[1] for row in self._store.outbox_rows(batch)),
+                            "%d span(s) held", self._store.outbox_spans_of(batch),
                             self._step.last_reason, self.held)
 
     @property

@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -180,7 +182,102 @@ def test_a_join_the_backend_cannot_take_for_now_goes_a_row_at_a_time(tmp_path: P
         backend.stop()
         store.close()
     # an empty body first still starts a request of its own (no row is lost to an empty group)
-    assert _requests([(1, 1, b""), (2, 1, b"x")]) == [[(1, 1, b""), (2, 1, b"x")]]
+    assert _requests([(1, 1, 0), (2, 1, 1)]) == [[1, 2]]
+
+
+class _RawBackend:
+    """An HTTP server on 127.0.0.1 that reads each body and answers ``status``, keeping only sizes: what
+    it holds is not what the outbox's memory is measured by."""
+
+    def __init__(self, status: int) -> None:
+        import http.server
+
+        self.sizes: list[int] = []
+        sizes = self.sizes
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                while length:
+                    length -= len(self.rfile.read(min(length, 1 << 16)))
+                sizes.append(int(self.headers["Content-Length"]))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_ROW_BYTES = 128 << 10
+_ROWS = 256  # a whole batch: 32 MiB of bodies, 1 MiB a request
+
+
+def _large_rows(store: DurableStore) -> list[int]:
+    return [row_id for number in range(_ROWS)
+            for row_id in store.finish(f"{number + 1:032x}", [(2, bytes([number % 251]) * _ROW_BYTES)])]
+
+
+def _peak_bytes(work: Callable[[], object]) -> int:
+    """The most bytes Python held at once while ``work`` ran (every thread), over what it held before."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        work()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_batch_of_large_rows_is_read_a_request_at_a_time(tmp_path: Path) -> None:
+    """The outbox reads a request's bodies when it sends it: a batch of 256 rows of 128 KiB (32 MiB) goes in
+    1 MiB requests, and no more than a few requests' bytes are held at once (all 32 MiB were read first)."""
+    from memtrace_otel.collector.export import _OutboxStep
+
+    backend = _RawBackend(200)
+    store = DurableStore(tmp_path)
+    try:
+        ids = _large_rows(store)
+        step = _OutboxStep(store, OtlpHttpSender(backend.url, timeout=30))
+        peak = _peak_bytes(lambda: step.export(ids))
+        assert step.exported_spans == 2 * _ROWS and store.outbox_rows(ids) == []
+        assert backend.sizes == [8 * _ROW_BYTES] * (_ROWS // 8)  # 1 MiB a request
+        assert peak < 8 << 20, f"{peak / (1 << 20):.1f} MiB held at once"
+    finally:
+        backend.stop()
+        store.close()
+
+
+def test_a_refused_batch_is_counted_without_reading_its_bodies(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A batch the backend refuses for now is logged with its span count, summed by the store: the bodies of
+    its 256 rows (32 MiB) are not read for it (they were, all at once)."""
+    backend = _RawBackend(503)
+    store = DurableStore(tmp_path)
+    ids = _large_rows(store)
+    outbox = DurableOutbox(store, OtlpHttpSender(backend.url, timeout=30), initial_backoff=60, max_backoff=60)
+    try:
+        with caplog.at_level(logging.WARNING, logger="memtrace_otel.collector.export"):
+            peak = _peak_bytes(lambda: outbox.add(ids) or wait_for(
+                lambda: any("did not accept" in message for message in caplog.messages) or None, timeout=60,
+                what="no refusal logged"))
+        assert outbox.held == 2 * _ROWS and backend.sizes[0] == 8 * _ROW_BYTES
+        assert any(f"did not accept {2 * _ROWS} annotation span(s)" in message for message in caplog.messages)
+        assert peak < 8 << 20, f"{peak / (1 << 20):.1f} MiB held at once"
+    finally:
+        outbox.shutdown(1000)
+        backend.stop()
+        store.close()
 
 
 _SINK_CONFIG = """
