@@ -194,10 +194,12 @@ class _Application:
         if not accepted:
             return self._error(start_response, 503, "memtrace serve is over its memory ceiling; retry later",
                                content_type, client)
+        if not problems:
+            return _accepted(start_response, content_type)
         response = ExportTraceServiceResponse()
-        if problems:  # rejected_spans 0 with a message: OTLP's warning (kept spans were repaired)
-            response.partial_success.rejected_spans = rejected
-            response.partial_success.error_message = problems[0].message[:500]
+        # rejected_spans 0 with a message: OTLP's warning (kept spans were repaired)
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = problems[0].message[:500]
         return _reply(start_response, 200, response, content_type)
 
     @staticmethod
@@ -221,6 +223,18 @@ def _reply(start_response: Callable[..., Any], status: int, message: Any, conten
     if retry_after:
         headers.append(("Retry-After", _RETRY_AFTER_SECONDS))
     start_response(f"{status} {_REASONS.get(status, 'Error')}", headers)
+    return [payload]
+
+
+# The answer to a request taken whole, the same every time: encoded once.
+_ACCEPTED = {kind: (payload, [("Content-Type", kind), ("Content-Length", str(len(payload)))])
+             for kind, payload in ((_JSON, MessageToJson(ExportTraceServiceResponse()).encode()),
+                                   (_PROTOBUF, ExportTraceServiceResponse().SerializeToString()))}
+
+
+def _accepted(start_response: Callable[..., Any], content_type: str) -> list[bytes]:
+    payload, headers = _ACCEPTED[_JSON if content_type == _JSON else _PROTOBUF]
+    start_response("200 OK", list(headers))
     return [payload]
 
 
