@@ -350,7 +350,8 @@ class AttributionService:
         if self._settler.is_alive():
             self._settler.join(max(0.0, deadline - time.monotonic()))
         with self._index_lock:
-            self._enqueue(self.assembler.drain())
+            drained = self.assembler.drain()
+            self._enqueue([t.trace_id for t in drained if not t.failed], [t for t in drained if t.failed])
         drained = all([job.shutdown(max(0.0, deadline - time.monotonic()) * 1000) for job in self._jobs])
         # The annotations are on disk: a backend that is down is not waited for long (the next start
         # sends them), where an in-memory outbox had to hold the whole drain up.
@@ -426,16 +427,16 @@ class AttributionService:
         while not self._stop.wait(self._tick):
             try:
                 with self._index_lock:
-                    self._enqueue(self.assembler.settled())
+                    self._enqueue(*self.assembler.settled_split())
                 self._check_redos()
             except Exception:  # the loop must outlive a full disk or a bug
                 _logger.exception("settling traces failed; retrying")
 
-    def _enqueue(self, traces: list[AssembledTrace]) -> None:
-        """With the index lock held: failed traces become jobs, the others are forgotten."""
-        self.stats.add(traces_settled=len(traces))
-        self.store.release([t.trace_id for t in traces if not t.failed], settled_clean=True)
-        failed = [t for t in traces if t.failed]
+    def _enqueue(self, clean: list[str], failed: list[AssembledTrace]) -> None:
+        """With the index lock held: failed traces become jobs, the others (``clean``: their ids) are
+        forgotten."""
+        self.stats.add(traces_settled=len(clean) + len(failed))
+        self.store.release(clean, settled_clean=True)
         if not failed:
             return
         dropped = [t.trace_id for t in failed if self._submit(_Job(t))]

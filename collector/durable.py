@@ -48,9 +48,12 @@ import pickle
 import sqlite3
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
+from typing import cast
 
 from memtrace_otel.spans.model import SpanRecord
 
@@ -221,8 +224,11 @@ class DurableStore:
             request_id = int(inserted.lastrowid or 0)
             self.held_bytes += len(body)
             self._held[request_id] = [len(traces), len(body)]
-            for trace_id in traces:
-                self._add(trace_id, request_id)
+            if self._requests_of.keys().isdisjoint(traces):  # traces new to the store (most): added in C
+                self._requests_of.update(dict.fromkeys(traces, request_id))
+            else:
+                for trace_id in traces:
+                    self._add(trace_id, request_id)
         return request_id
 
     def append_records(self, spans: Sequence[SpanRecord], traces: dict[str, tuple[int, bool]]) -> None:
@@ -275,18 +281,26 @@ class DurableStore:
         """Inside a transaction, with the lock held. The memory follows only once the statements ran: a
         failed statement rolls back and leaves both as they were."""
         trace_ids = list(dict.fromkeys(trace_ids))
-        empty: list[int] = []
-        still: dict[int, int] = {}  # request id -> its new count of traces held
+        still: dict[int, int]  # request id -> its new count of traces held
         marks: list[tuple[str, int]] = []
-        for trace_id in trace_ids:
-            for request_id in self._ids(trace_id):
-                left = still.get(request_id, self._held[request_id][0]) - 1
-                still[request_id] = left
-                if left == 0:
-                    empty.append(request_id)
-                elif mark:
-                    marks.append((trace_id, request_id))
-        marks = [(trace_id, request_id) for trace_id, request_id in marks if still[request_id] > 0]
+        found = list(map(self._requests_of.get, trace_ids))
+        if not mark and list not in set(map(type, found)):
+            # Traces settled clean, each in one request (most are): counted per request in C, not a trace
+            # at a time.
+            held = self._held
+            still = {request_id: held[request_id][0] - count
+                     for request_id, count in Counter(cast("list[int | None]", found)).items()
+                     if request_id is not None}
+        else:
+            still = {}
+            for trace_id in trace_ids:
+                for request_id in self._ids(trace_id):
+                    left = still.get(request_id, self._held[request_id][0]) - 1
+                    still[request_id] = left
+                    if left > 0 and mark:
+                        marks.append((trace_id, request_id))
+            marks = [(trace_id, request_id) for trace_id, request_id in marks if still[request_id] > 0]
+        empty = [request_id for request_id, left in still.items() if left == 0]
         db = self._db
         forgotten_rows = self._forgotten_rows
         if marks:
@@ -300,8 +314,7 @@ class DurableStore:
                 forgotten_rows -= db.execute(f"DELETE FROM forgotten WHERE request_id IN {in_chunk}",
                                              chunk).rowcount
         self._forgotten_rows = forgotten_rows
-        for trace_id in trace_ids:
-            self._requests_of.pop(trace_id, None)
+        deque(map(self._requests_of.pop, trace_ids, repeat(None)), maxlen=0)
         for request_id, left in still.items():
             if left == 0:
                 self.held_bytes -= self._held.pop(request_id)[1]

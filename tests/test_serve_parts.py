@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -10,7 +11,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 
-from memtrace_otel.collector.assembler import TraceAssembler, trace_index
+from memtrace_otel.collector.assembler import AssembledTrace, TraceAssembler, trace_index
 from memtrace_otel.collector.durable import KIND_PROTOBUF, DurableStore
 from memtrace_otel.collector.export import DurableOutbox, OtlpHttpSender
 from memtrace_otel.collector.http_receiver import OTLPHttpReceiver
@@ -43,6 +44,77 @@ def test_a_trace_is_released_only_after_it_settles() -> None:
     (trace,) = assembler.settled()
     assert trace.span_count == 2 and not trace.failed
     assert assembler.held_traces == 0
+
+
+def _reference_settle(offers: list[tuple[float, dict[str, tuple[int, bool]]]], now: float,
+                      settle: float) -> list[tuple[str, int, bool, float]]:
+    """What settles by ``now``, by the rule itself: a trace's spans and failed flag summed over its offers,
+    released once its last offer is ``settle`` seconds old, in the order of last arrival."""
+    traces: dict[str, tuple[int, bool, float, int]] = {}
+    for number, (at, index) in enumerate(offers):
+        for position, (trace_id, (count, failed)) in enumerate(index.items()):
+            before = traces.get(trace_id, (0, False, 0.0, 0))
+            traces[trace_id] = (before[0] + count, before[1] or failed, at, number * 10_000 + position)
+    due = sorted((order, trace_id) for trace_id, (_, _, at, order) in traces.items() if at <= now - settle)
+    return [(trace_id, traces[trace_id][0], traces[trace_id][1], traces[trace_id][2]) for _, trace_id in due]
+
+
+def _offers(rng: random.Random) -> list[tuple[float, dict[str, tuple[int, bool]]]]:
+    """Offers over time of overlapping traces, some failed in one offer only."""
+    offers, now = [], 0.0
+    for _ in range(rng.randrange(1, 12)):
+        now += rng.choice([0.0, 0.5, 1.0, 3.0])
+        offers.append((now, {f"{rng.randrange(12):032x}": (rng.randrange(1, 4), rng.random() < 0.2)
+                             for _ in range(rng.randrange(1, 6))}))
+    return offers
+
+
+def _as_tuples(traces: list[AssembledTrace]) -> list[tuple[str, int, bool, float]]:
+    return [(t.trace_id, t.span_count, t.failed, t.last_arrival) for t in traces]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_batches_settle_as_traces_do(seed: int) -> None:
+    """A trace offered in several batches settles once its last is quiet, its spans summed and failed if any
+    batch said so, in last-arrival order (the rule, computed here trace by trace); settled_split gives the
+    same traces, the clean ones by id, also when settling between offers."""
+    rng = random.Random(seed)
+    offers = _offers(rng)
+    clock = Clock()
+    assembler = TraceAssembler(settle_seconds=2, clock=clock)
+    for clock.now, index in offers:
+        assembler.offer(index)
+    cut = rng.uniform(0, offers[-1][0] + 3)
+    clock.now = cut
+    assert _as_tuples(assembler.settled()) == _reference_settle(offers, cut, 2)
+    clock.now = offers[-1][0] + 2
+    assert _as_tuples(assembler.settled()) == [
+        trace for trace in _reference_settle(offers, clock.now, 2) if trace[3] > cut - 2]
+    assert assembler.held_traces == 0
+
+    clocks = [Clock(), Clock()]
+    whole, split = (TraceAssembler(settle_seconds=2, clock=clock) for clock in clocks)
+    got_whole: list[AssembledTrace] = []
+    got_clean: list[str] = []
+    got_failed: list[AssembledTrace] = []
+
+    def settle() -> None:
+        got_whole.extend(whole.settled())
+        clean, failed = split.settled_split()
+        got_clean.extend(clean)
+        got_failed.extend(failed)
+
+    for at, index in offers:
+        clocks[0].now = clocks[1].now = at
+        whole.offer(index)
+        split.offer(index)
+        if rng.random() < 0.5:
+            settle()
+    clocks[0].now = clocks[1].now = offers[-1][0] + 2
+    settle()
+    assert whole.held_traces == split.held_traces == 0
+    assert got_clean == [t.trace_id for t in got_whole if not t.failed]
+    assert _as_tuples(got_failed) == _as_tuples([t for t in got_whole if t.failed])
 
 
 def test_the_trace_ceiling_refuses_whole_batches_and_frees_on_release() -> None:
