@@ -396,13 +396,15 @@ class DurableStore:
 
     def exported(self, row_ids: Sequence[int]) -> None:
         """The backend took these outbox rows (or refused them for good): delete them."""
-        with self._lock, self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            for row_id in row_ids:
-                row = self._db.execute("SELECT LENGTH(body) FROM outbox WHERE id = ?", (row_id,)).fetchone()
-                if row:
-                    self._db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
-                    self.held_bytes -= row[0]
+        row_ids = list(dict.fromkeys(row_ids))
+        if not row_ids:
+            return
+        marks = f"({','.join('?' * len(row_ids))})"
+        with self._lock:  # no other writer between the two statements: the count follows the rows
+            size = self._db.execute(f"SELECT COALESCE(SUM(LENGTH(body)), 0) FROM outbox WHERE id IN {marks}",
+                                    row_ids).fetchone()[0]
+            self._db.execute(f"DELETE FROM outbox WHERE id IN {marks}", row_ids)
+            self.held_bytes -= int(size)
 
     @property
     def outbox_spans(self) -> int:

@@ -239,7 +239,7 @@ class _OutboxStep:
     def export(self, batch: list[int]) -> bool:
         # Rows dropped while the store was full are not there any more: counted there. Grouped by their
         # sizes, each request's bodies read only when it goes: one request's bytes held, not the batch's.
-        for group in _requests(self._store.outbox_sizes(batch)):
+        for group in [batch] if len(batch) == 1 else _requests(self._store.outbox_sizes(batch)):
             rows = self._store.outbox_rows(group)
             if not rows:
                 continue
