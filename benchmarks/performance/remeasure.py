@@ -88,7 +88,8 @@ SECTIONS: tuple[Section, ...] = (
             lambda o: [
                 _c("collector-filter", "collector_filter.py", "--seconds", "20", "--rounds", "2", "--json"),
                 _c("serve-ingest", "serve_ingest.py", "--seconds", "30", "--pool", "2000",
-                   "--connections", "4")]),
+                   "--connections", "4"),
+                _c("serve-instructions", "serve_instructions.py", "--requests", "200", "--json")]),
     Section("op-overhead", "one traced operation against a bare span, and tracing off", lambda o: [
         _c("thread", "op_overhead.py", "--clock", "thread", "--json")]),
     Section("content-upload", "content upload by reference (issue 12)", lambda o: [
