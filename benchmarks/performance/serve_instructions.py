@@ -97,9 +97,10 @@ def main() -> None:
 
 
 def _total(path: str) -> int:
-    """The ``Ir`` total of a callgrind output file (its ``summary:`` or ``totals:`` line)."""
-    for line in Path(path).read_text().splitlines():
-        if line.startswith(("summary:", "totals:")):
+    """The ``Ir`` total of a callgrind output file: its ``totals:`` line (``summary:`` says 0 when
+    instrumentation started off)."""
+    for line in reversed(Path(path).read_text().splitlines()):
+        if line.startswith("totals:"):
             return int(line.split()[1])
     raise SystemExit(f"serve_instructions.py: no total in {path}")
 
