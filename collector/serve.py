@@ -8,7 +8,6 @@ tested without sockets.
 
 from __future__ import annotations
 
-import gc
 import logging
 
 from google.protobuf.message import DecodeError
@@ -123,10 +122,6 @@ class MemtraceServer:
                                                    port=self.config.http_port,
                                                    max_body_bytes=limit, workers=_RECEIVER_WORKERS,
                                                    admission=self.admission))
-        # What start-up made (modules, the engine's tables: hundreds of thousands of objects) lives as long
-        # as the process: out of the collector's generations, each full collection does not walk it again.
-        gc.collect()
-        gc.freeze()
         self.service.start()
         for receiver in self.receivers:
             receiver.start()  # type: ignore[attr-defined]
