@@ -83,11 +83,13 @@ class TraceAssembler:
         self.max_traces = max_traces
         self.max_trace_spans = max_trace_spans
         self._clock = clock
-        # A batch is one offer, kept whole: (arrival, number, its index), oldest first. A trace belongs to
-        # the batch it last arrived in (_last: trace id -> that batch's number); what the batches before
-        # held of it is summed in _earlier. Most traces arrive in one batch and settle with it: offering
-        # and settling them is a few dictionary operations per batch, made in C, not a step per trace.
-        self._batches: deque[tuple[float, int, dict[str, tuple[int, bool]]]] = deque()
+        # A batch is one offer: (arrival, number) in _batches, oldest first, its index in _by_number. A trace
+        # belongs to the batch it last arrived in (_last: trace id -> that batch's number); what the batches
+        # before held of it is summed in _earlier. Most traces arrive in one batch and settle with it:
+        # offering and settling them is a few dictionary operations per batch, made in C, not a step per
+        # trace. A batch half of whose traces arrived again is cut to the rest (_compact), so the indexes
+        # kept hold at most about twice the traces held: max_traces bounds them too.
+        self._batches: deque[tuple[float, int]] = deque()
         self._by_number: dict[int, dict[str, tuple[int, bool]]] = {}
         self._moved: dict[int, int] = {}  # batch number -> its traces that arrived again since
         self._last: dict[str, int] = {}
@@ -118,15 +120,30 @@ class TraceAssembler:
             if not last.keys().isdisjoint(index):  # traces seen before: what their last batch held moves
                 for trace_id in [trace_id for trace_id in index if trace_id in last]:
                     before = last[trace_id]
-                    self._moved[before] = self._moved.get(before, 0) + 1
-                    count, failed = self._by_number[before][trace_id]
+                    held = self._by_number[before]
+                    count, failed = held[trace_id]
                     earlier = self._earlier.get(trace_id)
                     self._earlier[trace_id] = (count, failed) if earlier is None else \
                         (earlier[0] + count, earlier[1] or failed)
                     del last[trace_id]  # re-added below, in this batch's order
+                    moved = self._moved[before] = self._moved.get(before, 0) + 1
+                    if 2 * moved >= len(held):
+                        self._compact(before, held)
             last.update(dict.fromkeys(index, number))
-            self._batches.append((now, number, index))
+            self._batches.append((now, number))
             self._by_number[number] = index
+
+    def _compact(self, number: int, held: dict[str, tuple[int, bool]]) -> None:
+        """Cut batch ``number``'s index to the traces still last arrived in it (lock held): a new dict, as
+        the offered one is not to be changed; none left, the batch is gone. At most one step per trace
+        moved out since the batch was offered or last cut."""
+        last = self._last
+        kept = {trace_id: value for trace_id, value in held.items() if last.get(trace_id) == number}
+        self._moved.pop(number, None)
+        if kept:
+            self._by_number[number] = kept
+        else:
+            del self._by_number[number]
 
     def settled(self) -> list[AssembledTrace]:
         """Remove and return every trace quiet for at least ``settle_seconds``, in last-arrival order."""
@@ -167,11 +184,15 @@ class TraceAssembler:
                     for trace_id, count, failed in self._traces_of(number, index)]
 
     def _take(self, deadline: float | None) -> list[tuple[float, int, dict[str, tuple[int, bool]]]]:
-        """The batches that arrived by ``deadline`` (all: ``None``), oldest first, out (lock held)."""
+        """The batches that arrived by ``deadline`` (all: ``None``) and still hold a trace, with their
+        indexes, oldest first, out of the queue (lock held)."""
         taken = []
-        batches = self._batches
+        batches, by_number = self._batches, self._by_number
         while batches and (deadline is None or batches[0][0] <= deadline):
-            taken.append(batches.popleft())
+            arrival, number = batches.popleft()
+            index = by_number.get(number)
+            if index is not None:  # None: every trace it held arrived again later (_compact)
+                taken.append((arrival, number, index))
         return taken
 
     def _traces_of(self, number: int, index: dict[str, tuple[int, bool]]) -> Iterator[tuple[str, int, bool]]:
