@@ -20,6 +20,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from operator import countOf
 from typing import Any, TextIO
 
 import networkx as nx
@@ -98,8 +99,8 @@ def _json_lines(items: Iterable[dict[str, Any]], encode: Callable[[Any], str], f
                 data = dumps(item, _default, options)
             except TypeError:  # orjson.JSONEncodeError: json's way writes it, or says why not
                 data = b"\x80"
-            if data.isascii() and (b"null" not in data
-                                   or data.count(b"null") == list(item.values()).count(None)):
+            nulls = data.count(b"null")  # not `in`: bytes.__contains__ tries the bytes as an int first
+            if data.isascii() and (not nulls or nulls == countOf(item.values(), None)):
                 text = data.decode("ascii")
         lines.append(text if text is not None else _json_item(item, encode))
         if len(lines) == 4096:
