@@ -120,7 +120,8 @@ def test_batches_settle_as_traces_do(seed: int) -> None:
 def test_traces_arriving_again_do_not_keep_their_earlier_batches() -> None:
     """Requests that each carry spans of the same long-running traces keep what those traces hold, not every
     request's index until it settles (the trace ceiling bounds the traces held, so it must bound this too):
-    200 requests of the same 1,000 traces kept 5 MiB here when each batch was held whole, 0.1 MiB cut."""
+    200 requests of the same 1,000 traces and one of their own kept 5 MiB here when each batch was held whole
+    (or dropped only once all its traces had moved), 0.2 MiB cut to the traces left."""
     import tracemalloc
 
     clock = Clock()
@@ -131,15 +132,18 @@ def test_traces_arriving_again_do_not_keep_their_earlier_batches() -> None:
         before = tracemalloc.get_traced_memory()[0]
         for request in range(200):
             clock.now = request * 0.01
-            assembler.offer(dict.fromkeys(ids, (1, False)))
+            index = dict.fromkeys(ids, (1, False))
+            index[f"{request:016x}"] = (1, False)  # a trace of its own: each batch keeps one trace
+            assembler.offer(index)
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert assembler.held_traces == 1000
-    assert held < 2 << 20, f"{held / (1 << 20):.1f} MiB kept for 1,000 traces"
+    assert assembler.held_traces == 1200
+    assert held < 2 << 20, f"{held / (1 << 20):.1f} MiB kept for 1,200 traces"
     clock.now = 20
     clean, failed = assembler.settled_split()
-    assert sorted(clean) == ids and failed == [] and assembler.held_traces == 0
+    assert sorted(clean) == sorted([*ids, *(f"{request:016x}" for request in range(200))])
+    assert failed == [] and assembler.held_traces == 0
 
 
 def test_the_trace_ceiling_refuses_whole_batches_and_frees_on_release() -> None:
