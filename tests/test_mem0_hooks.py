@@ -151,7 +151,9 @@ def test_packed_prompt_size_is_the_joined_prompts_length(messages: list[Any]) ->
     """The packed ``add`` records an LLM stage's prompt by the length of ``pipeline.prompt_text`` of its
     messages without joining them."""
     traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
-    add = packed.PackedAdd(object(), traceparent, MemoryTracer(TracerProvider()))
+    # Content capture and upload off whatever the environment says (a test earlier in the run may set it).
+    tracer = MemoryTracer(TracerProvider(), capture_content=False, upload_base_path="")
+    add = packed.PackedAdd(object(), traceparent, tracer)
     assert add.plain
     assert packed._prompt(add, messages) == len(prompt_text(messages))
 
