@@ -260,9 +260,8 @@ class DurableStore:
         """``(kind, body)`` of each request holding spans of ``trace_id``, oldest first."""
         with self._lock:
             ids = self._ids(trace_id)
-            marks = ",".join("?" * len(ids))
-            return list(self._db.execute(f"SELECT kind, body FROM requests WHERE id IN ({marks}) ORDER BY id",
-                                         ids)) if ids else []
+            return list(self._db.execute(
+                f"SELECT kind, body FROM requests WHERE id IN {_marks(ids)} ORDER BY id", ids)) if ids else []
 
     def release(self, trace_ids: Iterable[str], *, settled_clean: bool = False) -> None:
         """Forget ``trace_ids`` (settled and not failed, or done) and the requests no trace needs now.
@@ -308,7 +307,7 @@ class DurableStore:
             forgotten_rows += len(marks)
         for start in range(0, len(empty), 500):
             chunk = empty[start:start + 500]
-            in_chunk = f"({','.join('?' * len(chunk))})"
+            in_chunk = _marks(chunk)
             db.execute(f"DELETE FROM requests WHERE id IN {in_chunk}", chunk)
             if forgotten_rows:
                 forgotten_rows -= db.execute(f"DELETE FROM forgotten WHERE request_id IN {in_chunk}",
@@ -368,7 +367,7 @@ class DurableStore:
             return []
         with self._lock:
             found = {row[0]: (int(row[1]), bytes(row[2])) for row in self._db.execute(
-                f"SELECT id, spans, body FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})", row_ids)}
+                f"SELECT id, spans, body FROM outbox WHERE id IN {_marks(row_ids)}", row_ids)}
         return [(row_id, *found[row_id]) for row_id in row_ids if row_id in found]
 
     def outbox_sizes(self, row_ids: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -380,8 +379,7 @@ class DurableStore:
             return []
         with self._lock:
             found = {row[0]: (int(row[1]), int(row[2])) for row in self._db.execute(
-                f"SELECT id, spans, LENGTH(body) FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})",
-                row_ids)}
+                f"SELECT id, spans, LENGTH(body) FROM outbox WHERE id IN {_marks(row_ids)}", row_ids)}
         return [(row_id, *found[row_id]) for row_id in row_ids if row_id in found]
 
     def outbox_spans_of(self, row_ids: Sequence[int]) -> int:
@@ -391,7 +389,7 @@ class DurableStore:
             return 0
         with self._lock:
             return int(self._db.execute(
-                f"SELECT COALESCE(SUM(spans), 0) FROM outbox WHERE id IN ({','.join('?' * len(row_ids))})",
+                f"SELECT COALESCE(SUM(spans), 0) FROM outbox WHERE id IN {_marks(row_ids)}",
                 row_ids).fetchone()[0])
 
     def exported(self, row_ids: Sequence[int]) -> None:
@@ -399,7 +397,7 @@ class DurableStore:
         row_ids = list(dict.fromkeys(row_ids))
         if not row_ids:
             return
-        marks = f"({','.join('?' * len(row_ids))})"
+        marks = _marks(row_ids)
         with self._lock:  # no other writer between the two statements: the count follows the rows
             size = self._db.execute(f"SELECT COALESCE(SUM(LENGTH(body)), 0) FROM outbox WHERE id IN {marks}",
                                     row_ids).fetchone()[0]
@@ -482,6 +480,12 @@ class DurableStore:
             if self._lock_file is not None:
                 os.close(self._lock_file)  # releases the lock
                 self._lock_file = None
+
+
+def _marks(values: Sequence[object]) -> str:
+    """``(?,?,…)``: an SQL ``IN`` list of one parameter per value (the values themselves are bound, never
+    formatted into the statement)."""
+    return f"({','.join('?' * len(values))})"
 
 
 def _pack(traces: dict[str, tuple[int, bool]]) -> bytes:
